@@ -1,0 +1,91 @@
+import { z } from 'zod';
+import { LogicId } from './logic-version.ts';
+import { WORKFLOW_STATES } from './states.ts';
+
+/** WorkflowRecord and the requests around it (DESIGN.md §8, contract). */
+
+export const Json: z.ZodType<unknown> = z.unknown();
+
+export const FlowErrorBody = z.object({
+  code: z.string(),
+  message: z.string(),
+  step: z.string().optional(),
+  status: z.number().optional(),
+});
+export type FlowErrorBody = z.infer<typeof FlowErrorBody>;
+
+export const AttemptState = z.enum(['running', 'succeeded', 'failed', 'parked', 'superseded']);
+export type AttemptState = z.infer<typeof AttemptState>;
+
+export const StepAttempt = z.object({
+  step: z.string(),
+  attempt: z.int().min(1),
+  generation: z.int().min(0),
+  state: AttemptState,
+  input: Json,
+  output: Json,
+  error: FlowErrorBody.nullable(),
+  idempotencyKey: z.string().nullable(),
+  startedAt: z.string(),
+  finishedAt: z.string().nullable(),
+});
+export type StepAttempt = z.infer<typeof StepAttempt>;
+
+export const CompensationState = z.enum(['registered', 'running', 'succeeded', 'failed']);
+export const CompensationEntry = z.object({
+  step: z.string(),
+  state: CompensationState,
+  attempts: z.int().min(0),
+  error: FlowErrorBody.nullable(),
+});
+export type CompensationEntry = z.infer<typeof CompensationEntry>;
+
+export const WorkflowRecord = z.object({
+  id: z.string(),
+  env: z.string(),
+  domain: z.string(),
+  logicId: z.string(),
+  version: z.int(),
+  logicHash: z.string(),
+  state: z.enum(WORKFLOW_STATES as [string, ...string[]]),
+  input: Json,
+  output: Json,
+  currentStep: z.string().nullable(),
+  error: FlowErrorBody.nullable(),
+  generation: z.int().min(0),
+  correlationId: z.string().nullable(),
+  parentId: z.string().nullable(),
+  branchIndex: z.int().nullable(),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+  steps: z.array(StepAttempt),
+  compensations: z.array(CompensationEntry),
+});
+export type WorkflowRecord = z.infer<typeof WorkflowRecord>;
+
+export const CreateWorkflowRequest = z.strictObject({
+  logicId: LogicId,
+  /** Pin a version; default: the active (highest published) version. */
+  version: z.int().min(1).optional(),
+  input: Json,
+  env: z.string().min(1).max(64).optional(),
+  correlationId: z.string().min(1).max(200).optional(),
+  /** Starting twice with the same key returns the first instance. */
+  idempotencyKey: z.string().min(1).max(200).optional(),
+});
+export type CreateWorkflowRequest = z.infer<typeof CreateWorkflowRequest>;
+
+/** What an executor reports about one step attempt (DESIGN.md §3 response classification). */
+export const StepOutcome = z.discriminatedUnion('status', [
+  z.object({ status: z.literal('succeeded'), output: Json }),
+  z.object({
+    status: z.literal('failed'),
+    error: FlowErrorBody,
+    /** transient failures are retried with backoff; permanent ones are not. */
+    retryable: z.boolean(),
+    retryAfterMs: z.number().min(0).optional(),
+  }),
+  /** 202 {"status":"waiting"}: the owning service completes the step later with the resume token. */
+  z.object({ status: z.literal('parked') }),
+]);
+export type StepOutcome = z.infer<typeof StepOutcome>;

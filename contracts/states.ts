@@ -1,0 +1,129 @@
+/**
+ * Instance states and the complete table of valid transitions (DESIGN.md §4).
+ *
+ * This file is the single source of truth: the store refuses any state change that is not a row
+ * of `TRANSITIONS`, and the database CHECK constraint on `flow.workflows.state` lists the same states.
+ */
+
+export const WorkflowState = {
+  pending: 'pending',
+  processing: 'processing',
+  waiting: 'waiting',
+  compensating: 'compensating',
+  completed: 'completed',
+  failed: 'failed',
+  compensated: 'compensated',
+  cancelled: 'cancelled',
+  dead_lettered: 'dead_lettered',
+} as const;
+export type WorkflowState = (typeof WorkflowState)[keyof typeof WorkflowState];
+export const WORKFLOW_STATES = Object.values(WorkflowState) as readonly WorkflowState[];
+
+export const TERMINAL_STATES: ReadonlySet<WorkflowState> = new Set([
+  'completed',
+  'failed',
+  'compensated',
+  'cancelled',
+  'dead_lettered',
+]);
+
+/** What moved an instance: an engine event, or an operator verb (prefixed `verb.`). */
+export const TransitionCause = {
+  claim: 'claim',
+  release: 'release',
+  stepSucceeded: 'step_succeeded',
+  retryScheduled: 'retry_scheduled',
+  parked: 'parked',
+  stepFailed: 'step_failed',
+  compensationSucceeded: 'compensation_succeeded',
+  compensationRetryScheduled: 'compensation_retry_scheduled',
+  compensationExhausted: 'compensation_exhausted',
+  resumed: 'resumed',
+  deadlineExpired: 'deadline_expired',
+  verbRetry: 'verb.retry',
+  verbRepair: 'verb.repair',
+  verbCancel: 'verb.cancel',
+  verbResume: 'verb.resume',
+  verbForceComplete: 'verb.force_complete',
+  verbReplayFrom: 'verb.replay_from',
+} as const;
+export type TransitionCause = (typeof TransitionCause)[keyof typeof TransitionCause];
+export const TRANSITION_CAUSES = Object.values(TransitionCause) as readonly TransitionCause[];
+
+export interface Transition {
+  readonly from: WorkflowState;
+  readonly cause: TransitionCause;
+  readonly to: WorkflowState;
+  /** Why this transition exists, for readers and for `docs/`. */
+  readonly why: string;
+}
+
+const t = (from: WorkflowState, cause: TransitionCause, to: WorkflowState, why: string): Transition => ({
+  from,
+  cause,
+  to,
+  why,
+});
+
+export const TRANSITIONS: readonly Transition[] = [
+  t('pending', 'claim', 'processing', 'a worker leases a runnable instance'),
+  t('processing', 'claim', 'processing', 'a worker reclaims an instance whose lease expired'),
+  t('compensating', 'claim', 'compensating', 'a worker leases an instance to run its next compensation'),
+  t('processing', 'release', 'pending', 'a worker shuts down and hands the instance back'),
+  t('compensating', 'release', 'compensating', 'a worker shuts down during compensation'),
+
+  t('processing', 'step_succeeded', 'processing', 'step done; the next step rides in the same commit'),
+  t('processing', 'step_succeeded', 'pending', 'step done; the next step is left for any worker'),
+  t('processing', 'step_succeeded', 'completed', 'the last step is done'),
+  t('processing', 'parked', 'waiting', 'a decision, delay, callback or children step parks the instance'),
+  t('processing', 'retry_scheduled', 'pending', 'transient failure; runnable again after backoff'),
+  t('processing', 'step_failed', 'compensating', 'failure with registered compensations'),
+  t('processing', 'step_failed', 'failed', 'failure with nothing to compensate'),
+  t('processing', 'step_failed', 'dead_lettered', 'a step used up its attempts'),
+
+  t('compensating', 'compensation_succeeded', 'compensating', 'one compensation done, more remain'),
+  t('compensating', 'compensation_succeeded', 'compensated', 'every registered compensation done'),
+  t('compensating', 'compensation_succeeded', 'cancelled', 'cancelled with compensate:true; all compensations done'),
+  t('compensating', 'compensation_retry_scheduled', 'compensating', 'compensation failed transiently'),
+  t('compensating', 'compensation_exhausted', 'dead_lettered', 'a compensation used up its attempts'),
+
+  t('waiting', 'resumed', 'pending', 'a decision, timer, callback or the last child arrived'),
+  t('waiting', 'deadline_expired', 'failed', 'a decision deadline passed with no onTimeout route'),
+  t('waiting', 'deadline_expired', 'compensating', 'a deadline passed and compensations are registered'),
+  t('waiting', 'deadline_expired', 'pending', 'a deadline passed and onTimeout routes onwards'),
+
+  t('failed', 'verb.retry', 'pending', 'operator re-runs the failed step with a fresh budget'),
+  t('dead_lettered', 'verb.retry', 'pending', 'operator re-runs the dead-lettered step'),
+  t('dead_lettered', 'verb.retry', 'compensating', 'operator re-runs the dead-lettered compensation'),
+  t('failed', 'verb.repair', 'pending', 'operator rewinds to a step with new input'),
+  t('dead_lettered', 'verb.repair', 'pending', 'operator rewinds to a step with new input'),
+  t('compensated', 'verb.repair', 'pending', 'operator rewinds an unwound instance to a step'),
+  t('pending', 'verb.cancel', 'cancelled', 'operator cancels'),
+  t('processing', 'verb.cancel', 'cancelled', 'operator cancels; the running worker is fenced out'),
+  t('waiting', 'verb.cancel', 'cancelled', 'operator cancels a parked instance'),
+  t('dead_lettered', 'verb.cancel', 'cancelled', 'operator gives up on a dead-lettered instance'),
+  t('pending', 'verb.cancel', 'compensating', 'operator cancels and unwinds'),
+  t('processing', 'verb.cancel', 'compensating', 'operator cancels and unwinds'),
+  t('waiting', 'verb.cancel', 'compensating', 'operator cancels and unwinds'),
+  t('dead_lettered', 'verb.cancel', 'compensating', 'operator cancels and unwinds'),
+  t('waiting', 'verb.resume', 'pending', 'operator or approver answers a decision'),
+  t('dead_lettered', 'verb.force_complete', 'pending', 'operator marks the stuck step done; the flow goes on'),
+  t('dead_lettered', 'verb.force_complete', 'completed', 'operator marks the last step done'),
+  t('waiting', 'verb.force_complete', 'pending', 'operator ends a stuck wait with an output'),
+  t('waiting', 'verb.force_complete', 'completed', 'operator ends a stuck wait on the last step'),
+  t('completed', 'verb.replay_from', 'pending', 'operator re-runs from a step with the original input'),
+  t('failed', 'verb.replay_from', 'pending', 'operator re-runs from a step with the original input'),
+  t('compensated', 'verb.replay_from', 'pending', 'operator re-runs from a step with the original input'),
+  t('dead_lettered', 'verb.replay_from', 'pending', 'operator re-runs from a step with the original input'),
+];
+
+const allowed = new Set(TRANSITIONS.map((x) => `${x.from}|${x.cause}|${x.to}`));
+
+export function isAllowedTransition(from: WorkflowState, cause: TransitionCause, to: WorkflowState): boolean {
+  return allowed.has(`${from}|${cause}|${to}`);
+}
+
+/** The states a cause may move an instance out of (used to word refusals). */
+export function statesAllowing(cause: TransitionCause): WorkflowState[] {
+  return [...new Set(TRANSITIONS.filter((x) => x.cause === cause).map((x) => x.from))];
+}
