@@ -1,0 +1,239 @@
+import type { FlowErrorBody, LogicVersion, StepOutcome, TransitionCause } from '../../contracts/index.ts';
+import { evaluate } from './expressions.ts';
+import type { Instance, JsonValue } from './instance.ts';
+import { backoffMs, keys, policyOf } from './retry.ts';
+import { STEP_KINDS } from './steps.ts';
+import { Draft, type Transition } from './transition.ts';
+import { validateOutput } from './schemas.ts';
+
+/** Guards against a definition whose pure steps route in a circle. */
+const MAX_STEPS_PER_TRANSITION = 1000;
+
+/**
+ * Enters `name` and keeps going through steps without side effects until one calls out, parks,
+ * ends the workflow, or fails it.
+ */
+export async function enter(d: Draft, name: string | null): Promise<void> {
+  let current = name;
+  for (let hops = 0; hops < MAX_STEPS_PER_TRANSITION; hops++) {
+    if (current === null) return complete(d);
+    const step = d.logic.steps[current];
+    if (step === undefined) throw new Error(`step ${current} is not in ${d.logic.logicId}@${d.logic.version}`);
+    d.instance.currentStep = current;
+    const input = step.input === undefined ? d.instance.input : await evaluate(step.input, d.instance);
+    // the decision is visible to exactly one step: the one right after it
+    const entered = await (STEP_KINDS[step.kind] as (...a: unknown[]) => Promise<{ goto?: string | null }>)(
+      d,
+      current,
+      step,
+      input,
+    );
+    d.ctx.decision = null;
+    if (!('goto' in entered)) return;
+    current = entered.goto ?? null;
+  }
+  await failWorkflow(d, { code: 'FLOW_LOOP', message: `more than ${MAX_STEPS_PER_TRANSITION} steps without a side effect` }, { exhausted: false });
+}
+
+async function complete(d: Draft): Promise<void> {
+  const { logic, instance } = d;
+  const last = instance.currentStep;
+  instance.output = logic.output !== undefined ? await evaluate(logic.output, instance) : last === null ? null : (instance.ctx.outputs[last] ?? null);
+  instance.state = 'completed';
+  instance.ctx.running = null;
+  instance.error = null;
+}
+
+/**
+ * Ends the forward path. A step that used up its attempts dead-letters the instance (the outcome
+ * is unknown, so an operator decides); any other failure unwinds registered compensations, or
+ * fails the instance when there is nothing to undo.
+ */
+export async function failWorkflow(d: Draft, error: FlowErrorBody, opts: { exhausted: boolean }): Promise<void> {
+  const { instance } = d;
+  instance.error = error;
+  instance.ctx.running = null;
+  if (opts.exhausted) {
+    instance.state = 'dead_lettered';
+    return;
+  }
+  if (pendingCompensations(instance).length > 0) {
+    instance.ctx.unwindTo = 'compensated';
+    instance.state = 'compensating';
+    return prepareNextCompensation(d);
+  }
+  instance.state = 'failed';
+}
+
+/** Indexes of registrations still to run, last registered first. */
+export function pendingCompensations(inst: Instance): number[] {
+  const out: number[] = [];
+  for (let i = inst.ctx.compensations.length - 1; i >= 0; i--) {
+    if (inst.ctx.compensations[i]?.state !== 'succeeded') out.push(i);
+  }
+  return out;
+}
+
+/** Prepares the next compensation attempt, or ends the unwinding when none is left. */
+export async function prepareNextCompensation(d: Draft): Promise<void> {
+  const { instance } = d;
+  const next = pendingCompensations(instance)[0];
+  if (next === undefined) {
+    instance.state = instance.ctx.unwindTo ?? 'compensated';
+    instance.ctx.running = null;
+    return;
+  }
+  const reg = instance.ctx.compensations[next]!;
+  const action = d.logic.steps[reg.step]?.compensate;
+  // evaluated now, not at registration: the step's own output is known by the time it is undone
+  const input = action?.input === undefined ? reg.stepInput : await evaluate(action.input, instance);
+  reg.state = 'running';
+  reg.attempts += 1;
+  const idempotencyKey = keys.compensation(instance.id, reg.step, reg.generation);
+  const seq = d.insertAttempt({
+    step: reg.step,
+    attempt: reg.attempts,
+    kind: 'compensation',
+    state: 'running',
+    input,
+    output: null,
+    error: null,
+    idempotencyKey,
+  });
+  instance.ctx.running = {
+    seq,
+    kind: 'compensation',
+    step: reg.step,
+    attempt: reg.attempts,
+    generation: reg.generation,
+    input,
+    idempotencyKey,
+    registration: next,
+  };
+  instance.state = 'compensating';
+}
+
+/** The core's reaction to the result of the running attempt (a step or a compensation). */
+export async function onOutcome(logic: LogicVersion, inst: Instance, outcome: StepOutcome): Promise<Transition> {
+  const running = inst.ctx.running;
+  if (running === null) throw new Error(`workflow ${inst.id} has no running attempt to report on`);
+  if (running.kind === 'compensation') return onCompensationOutcome(logic, inst, outcome);
+  const step = logic.steps[running.step]!;
+  const d = new Draft(logic, inst, 'step_succeeded');
+  const checked = outcome.status === 'succeeded' ? validateOutput(step.output, outcome.output, running.step) : outcome;
+
+  if (checked.status === 'succeeded') {
+    d.finishAttempt(running, 'succeeded', checked.output, null);
+    d.ctx.running = null;
+    d.ctx.outputs[running.step] = checked.output;
+    await enter(d, step.next ?? null);
+    d.cause = causeAfterEnter(d);
+    return d.done();
+  }
+  if (checked.status === 'parked') {
+    d.finishAttempt(running, 'parked', null, null);
+    d.instance.state = 'waiting';
+    d.cause = 'parked';
+    return d.done();
+  }
+
+  const error = { ...checked.error, step: running.step };
+  d.finishAttempt(running, 'failed', null, error);
+  const policy = policyOf(step.retry);
+  if (checked.retryable && running.attempt < policy.maxAttempts) {
+    const wait = backoffMs(step.retry, running.attempt, `${running.idempotencyKey}:${running.attempt}`);
+    const attempt = running.attempt + 1;
+    const seq = d.insertAttempt({
+      step: running.step,
+      attempt,
+      kind: 'step',
+      state: 'running',
+      input: running.input,
+      output: null,
+      error: null,
+      idempotencyKey: running.idempotencyKey,
+    });
+    d.ctx.running = { ...running, seq, attempt };
+    d.instance.state = 'pending';
+    d.runAfterMs = Math.max(wait, checked.retryAfterMs ?? 0);
+    d.cause = 'retry_scheduled';
+    return d.done();
+  }
+  d.ctx.running = null;
+  if (!checked.retryable) {
+    // A permanent refusal means the call took no effect: there is nothing of it to undo.
+    d.ctx.compensations = d.ctx.compensations.filter((r) => !(r.step === running.step && r.generation === running.generation));
+  }
+  if (step.onError !== undefined) {
+    d.ctx.outputs[running.step] = { error } as JsonValue;
+    await enter(d, step.onError);
+    d.cause = causeAfterEnter(d);
+    return d.done();
+  }
+  d.cause = 'step_failed';
+  const exhausted = checked.retryable;
+  await failWorkflow(d, exhausted ? { ...error, message: `${error.message} (gave up after ${running.attempt} attempts)` } : error, {
+    exhausted,
+  });
+  return d.done();
+}
+
+async function onCompensationOutcome(logic: LogicVersion, inst: Instance, outcome: StepOutcome): Promise<Transition> {
+  const running = inst.ctx.running!;
+  const d = new Draft(logic, inst, 'compensation_succeeded');
+  const reg = d.ctx.compensations[running.registration!]!;
+  if (outcome.status === 'succeeded' || outcome.status === 'parked') {
+    // a compensation has no callback protocol: accepted (202) counts as done
+    const output = outcome.status === 'succeeded' ? outcome.output : null;
+    d.finishAttempt(running, 'succeeded', output, null);
+    reg.state = 'succeeded';
+    reg.error = null;
+    await prepareNextCompensation(d);
+    return d.done();
+  }
+  const error = { ...outcome.error, step: running.step };
+  d.finishAttempt(running, 'failed', null, error);
+  reg.error = error;
+  const action = logic.steps[running.step]?.compensate;
+  if (outcome.retryable && running.attempt < policyOf(action?.retry).maxAttempts) {
+    reg.attempts += 1;
+    const seq = d.insertAttempt({
+      step: running.step,
+      attempt: reg.attempts,
+      kind: 'compensation',
+      state: 'running',
+      input: running.input,
+      output: null,
+      error: null,
+      idempotencyKey: running.idempotencyKey,
+    });
+    d.ctx.running = { ...running, seq, attempt: reg.attempts };
+    d.runAfterMs = Math.max(backoffMs(action?.retry, running.attempt, `${running.idempotencyKey}:${running.attempt}`), outcome.retryAfterMs ?? 0);
+    d.cause = 'compensation_retry_scheduled';
+    return d.done();
+  }
+  // Never swallowed: an operator must see and settle a compensation that could not run.
+  reg.state = 'failed';
+  d.ctx.running = null;
+  d.instance.state = 'dead_lettered';
+  d.instance.error = { code: 'FLOW_COMPENSATION_FAILED', message: `compensation of ${running.step} failed: ${error.message}`, step: running.step };
+  d.cause = 'compensation_exhausted';
+  return d.done();
+}
+
+/** The cause that names where `enter` led from a running step. */
+function causeAfterEnter(d: Draft): TransitionCause {
+  const s = d.instance.state;
+  if (s === 'waiting') return 'parked';
+  if (s === 'failed' || s === 'compensating' || s === 'dead_lettered') return 'step_failed';
+  return 'step_succeeded';
+}
+
+/** Builds the first transition of a new instance: enters `start` and runs to the first effect. */
+export async function begin(logic: LogicVersion, inst: Instance): Promise<Transition> {
+  const d = new Draft(logic, inst, 'claim');
+  await enter(d, logic.start);
+  // a new instance waits for a worker; the first effect is already prepared
+  if (d.instance.state === 'processing') d.instance.state = 'pending';
+  return d.done();
+}

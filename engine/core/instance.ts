@@ -1,0 +1,91 @@
+import type { FlowErrorBody, Json, WorkflowState } from '../../contracts/index.ts';
+
+type JsonValue = ReturnType<typeof Json.parse>;
+
+/**
+ * The engine's view of one instance: the `workflows` row. `ctx` is the core's working memory and
+ * is persisted with every transition, so any worker can pick the instance up where it stopped.
+ */
+export interface Instance {
+  id: string;
+  env: string;
+  domain: string;
+  logicId: string;
+  version: number;
+  logicHash: string;
+  state: WorkflowState;
+  input: JsonValue;
+  output: JsonValue;
+  currentStep: string | null;
+  error: FlowErrorBody | null;
+  generation: number;
+  correlationId: string | null;
+  parentId: string | null;
+  branchIndex: number | null;
+  ctx: Ctx;
+}
+
+export interface Ctx {
+  /** step_runs rows written so far; the next row gets this number. */
+  seq: number;
+  /** Latest output of each step in this generation: the `steps` of expressions. */
+  outputs: Record<string, JsonValue>;
+  /** The decision that resumed the previous step, visible to the step after it. */
+  decision: JsonValue;
+  /** The attempt prepared (its row written, its compensation registered) and not yet finished. */
+  running: Running | null;
+  /** Registered compensations, in registration order; they run last first. */
+  compensations: Registration[];
+  /** Where compensation ends: `compensated` after a failure, `cancelled` after a cancel. */
+  unwindTo: 'compensated' | 'cancelled' | null;
+}
+
+export interface Running {
+  seq: number;
+  kind: 'step' | 'compensation';
+  step: string;
+  attempt: number;
+  generation: number;
+  input: JsonValue;
+  idempotencyKey: string;
+  /** Index into ctx.compensations for a compensation run. */
+  registration?: number;
+}
+
+export interface Registration {
+  step: string;
+  generation: number;
+  /** The step's own evaluated input: the compensation's input unless `compensate.input` says otherwise. */
+  stepInput: JsonValue;
+  state: 'registered' | 'running' | 'succeeded' | 'failed';
+  attempts: number;
+  error: FlowErrorBody | null;
+}
+
+/** A step_runs row to write: `insert` for a new attempt, `finish` for its result. */
+export type AttemptWrite =
+  | {
+      op: 'insert';
+      seq: number;
+      step: string;
+      attempt: number;
+      generation: number;
+      kind: 'step' | 'compensation';
+      state: 'running' | 'succeeded' | 'failed' | 'parked';
+      input: JsonValue;
+      output: JsonValue;
+      error: FlowErrorBody | null;
+      idempotencyKey: string | null;
+    }
+  | { op: 'finish'; seq: number; state: 'succeeded' | 'failed' | 'parked' | 'superseded'; output: JsonValue; error: FlowErrorBody | null };
+
+/** Side effects that must commit with the transition: the shell performs them after the commit. */
+export type Command =
+  | { type: 'outbox'; kind: 'event' | 'callback'; topic: string; payload: JsonValue; idempotencyKey: string }
+  | { type: 'timer'; purpose: 'delay' | 'deadline'; delayMs: number; payload: JsonValue };
+
+export type { JsonValue };
+
+export function initialCtx(): Ctx {
+  return { seq: 0, outputs: {}, decision: null, running: null, compensations: [], unwindTo: null };
+}

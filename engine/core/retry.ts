@@ -1,0 +1,29 @@
+import { createHash } from 'node:crypto';
+import { DEFAULTS, type RetryPolicy } from '../../contracts/index.ts';
+
+export function policyOf(retry: RetryPolicy | undefined): Required<RetryPolicy> {
+  return { ...DEFAULTS.retry, ...retry };
+}
+
+/**
+ * Delay before attempt `attempt + 1`: exponential, capped, with "equal jitter" (half fixed, half
+ * random). The random half is drawn from a hash of the attempt's identity, not from Math.random,
+ * so a replay computes the very same delay.
+ */
+export function backoffMs(retry: RetryPolicy | undefined, attempt: number, identity: string): number {
+  const p = policyOf(retry);
+  const base = Math.min(p.maxMs, p.initialMs * p.factor ** (attempt - 1));
+  return Math.round(base / 2 + (base / 2) * unitHash(identity));
+}
+
+/** A number in [0, 1) derived from a string. */
+export function unitHash(s: string): number {
+  return createHash('sha256').update(s).digest().readUInt32BE(0) / 2 ** 32;
+}
+
+/** Idempotency keys (DESIGN.md §3): the same across retries, rotated by a new generation. */
+export const keys = {
+  step: (id: string, step: string, generation: number) => `${id}:${step}:${generation}`,
+  compensation: (id: string, step: string, generation: number) => `${id}:${step}:${generation}:compensate`,
+  hostCall: (id: string, step: string, generation: number, n: number) => `${id}:${step}:${generation}:call:${n}`,
+};

@@ -1,0 +1,81 @@
+import type { StepDef, StepKind, StepOfKind } from '../../contracts/index.ts';
+import { failWorkflow } from './flow.ts';
+import { evaluate } from './expressions.ts';
+import type { JsonValue } from './instance.ts';
+import { keys } from './retry.ts';
+import type { Draft } from './transition.ts';
+
+/** How the core enters a step: it either moves on at once (`goto`) or stops (an effect, a park, an end). */
+export type Entered = { goto: string | null } | { stop: true };
+type Enter<K extends StepKind> = (d: Draft, name: string, step: StepOfKind<K>, input: JsonValue) => Promise<Entered>;
+
+const STOP = { stop: true } as const;
+
+/**
+ * One entry per step kind; adding a kind to the contract does not compile until it is handled here.
+ * Steps without side effects (pass, choice, emit, fail) complete inside the transition that reaches
+ * them, so a run of them costs no extra commit.
+ */
+export const STEP_KINDS: { [K in StepKind]: Enter<K> } = {
+  pass: async (d, name, step, input) => pure(d, name, input, step.next ?? null),
+
+  choice: async (d, name, step) => {
+    for (const branch of step.branches) {
+      if ((await evaluate(branch.when, d.instance)) === true) return pure(d, name, { next: branch.next }, branch.next);
+    }
+    return pure(d, name, { next: step.otherwise }, step.otherwise);
+  },
+
+  emit: async (d, name, step, input) => {
+    const payload = await evaluate(step.payload, d.instance);
+    const key = keys.step(d.instance.id, name, d.instance.generation);
+    d.commands.push({ type: 'outbox', kind: 'event', topic: step.event, payload, idempotencyKey: key });
+    void input;
+    return pure(d, name, payload, step.next ?? null);
+  },
+
+  fail: async (d, name, step, input) => {
+    const error = { code: step.code, message: step.message ?? `step ${name} failed the workflow`, step: name };
+    d.insertAttempt({ step: name, attempt: 1, kind: 'step', state: 'failed', input, output: null, error, idempotencyKey: null });
+    await failWorkflow(d, error, { exhausted: false });
+    return STOP;
+  },
+
+  proxy: async (d, name, step, input) => prepareEffect(d, name, step, input),
+  http: async (d, name, step, input) => prepareEffect(d, name, step, input),
+  func: async (d, name, step, input) => prepareEffect(d, name, step, input),
+
+  decision: async (d, name, _step, input) => park(d, name, input),
+  delay: async (d, name, _step, input) => park(d, name, input),
+  children: async (d, name, _step, input) => park(d, name, input),
+};
+
+function pure(d: Draft, name: string, output: JsonValue, next: string | null): Entered {
+  const input = output;
+  d.insertAttempt({ step: name, attempt: 1, kind: 'step', state: 'succeeded', input, output, error: null, idempotencyKey: null });
+  d.ctx.outputs[name] = output;
+  return { goto: next };
+}
+
+/**
+ * Prepares the first attempt of a step that calls out: registers its compensation (before it can
+ * possibly run: DESIGN.md §5) and writes the attempt row, all in this transition's commit.
+ */
+function prepareEffect(d: Draft, name: string, step: StepDef, input: JsonValue): Entered {
+  const { id, generation } = d.instance;
+  if (step.compensate && !d.ctx.compensations.some((r) => r.step === name && r.generation === generation)) {
+    d.ctx.compensations.push({ step: name, generation, stepInput: input, state: 'registered', attempts: 0, error: null });
+  }
+  const idempotencyKey = keys.step(id, name, generation);
+  const seq = d.insertAttempt({ step: name, attempt: 1, kind: 'step', state: 'running', input, output: null, error: null, idempotencyKey });
+  d.ctx.running = { seq, kind: 'step', step: name, attempt: 1, generation, input, idempotencyKey };
+  d.instance.state = 'processing';
+  return STOP;
+}
+
+function park(d: Draft, name: string, input: JsonValue): Entered {
+  const error = { code: 'FLOW_KIND_UNSUPPORTED', message: `step ${name}: this engine build cannot run this step kind yet`, step: name };
+  d.insertAttempt({ step: name, attempt: 1, kind: 'step', state: 'failed', input, output: null, error, idempotencyKey: null });
+  failWorkflow(d, error, { exhausted: false });
+  return STOP;
+}

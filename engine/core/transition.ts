@@ -1,0 +1,61 @@
+import type { FlowErrorBody, LogicVersion, TransitionCause } from '../../contracts/index.ts';
+import type { AttemptWrite, Command, Instance, JsonValue, Running } from './instance.ts';
+
+/**
+ * What the core decided: the next instance, the cause (a row of the transition table), the
+ * step_runs rows and commands to commit with it, and — for a retry — how long to wait.
+ */
+export interface Transition {
+  instance: Instance;
+  cause: TransitionCause;
+  attempts: AttemptWrite[];
+  commands: Command[];
+  /** Pending or compensating: runnable again only after this many ms (database clock). */
+  runAfterMs: number | null;
+}
+
+/**
+ * A transition being built. The core works on a private copy of the instance, so the caller's
+ * object never changes and a failed commit leaves nothing half-applied in memory.
+ */
+export class Draft {
+  readonly instance: Instance;
+  readonly attempts: AttemptWrite[] = [];
+  readonly commands: Command[] = [];
+  cause: TransitionCause;
+  runAfterMs: number | null = null;
+
+  constructor(
+    readonly logic: LogicVersion,
+    from: Instance,
+    cause: TransitionCause,
+  ) {
+    this.instance = structuredClone(from);
+    this.cause = cause;
+  }
+
+  get ctx() {
+    return this.instance.ctx;
+  }
+
+  /** Writes a new attempt row and returns its sequence number. */
+  insertAttempt(row: Omit<Extract<AttemptWrite, { op: 'insert' }>, 'op' | 'seq' | 'generation'>): number {
+    const seq = this.ctx.seq++;
+    this.attempts.push({ op: 'insert', seq, generation: this.instance.generation, ...row });
+    return seq;
+  }
+
+  finishAttempt(running: Running, state: 'succeeded' | 'failed' | 'parked' | 'superseded', output: JsonValue, error: FlowErrorBody | null) {
+    this.attempts.push({ op: 'finish', seq: running.seq, state, output, error });
+  }
+
+  done(): Transition {
+    return {
+      instance: this.instance,
+      cause: this.cause,
+      attempts: this.attempts,
+      commands: this.commands,
+      runAfterMs: this.runAfterMs,
+    };
+  }
+}

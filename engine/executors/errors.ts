@@ -1,0 +1,17 @@
+import { FlowError } from '../../contracts/errors.ts';
+
+export class UnknownHandler extends FlowError {
+  constructor(name: string, envVar: string) {
+    super('FLOW_UNKNOWN_HANDLER', `no handler profile "${name}": set ${envVar} (and optionally its _TOKEN) before the engine starts`, {
+      status: 500,
+    });
+  }
+}
+
+export class HostNotAllowed extends FlowError {
+  constructor(host: string) {
+    super('FLOW_HTTP_HOST_NOT_ALLOWED', `http step called ${host}, which is not on the engine's allowlist (httpAllowlist)`, {
+      status: 403,
+    });
+  }
+}

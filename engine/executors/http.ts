@@ -1,0 +1,22 @@
+import { isLiteralUrl } from '../../contracts/index.ts';
+import { evaluate } from '../core/expressions.ts';
+import { HostNotAllowed } from './errors.ts';
+import { callHttp } from './http-call.ts';
+import type { Executor } from './index.ts';
+
+/** Built-in HTTP call to a URL on the engine's allowlist. */
+export function httpExecutor(allowlist: readonly string[]): Executor<'http'> {
+  const allowed = new Set(allowlist);
+  return async (def, a) => {
+    const url = isLiteralUrl(def.url) ? def.url : String(await evaluate(def.url, a.instance));
+    const parsed = new URL(url);
+    if (!allowed.has('*') && !allowed.has(parsed.host) && !allowed.has(parsed.hostname)) throw new HostNotAllowed(parsed.host);
+    return callHttp({
+      method: def.method,
+      url,
+      headers: { ...def.headers, ...a.headers },
+      body: a.input,
+      timeoutMs: a.timeoutMs,
+    });
+  };
+}

@@ -1,0 +1,58 @@
+import type { Action, StepDef, StepOutcome } from '../../contracts/index.ts';
+import type { Instance, JsonValue, Running } from '../core/instance.ts';
+import { type HandlerProfiles, loadHandlerProfiles } from './handlers.ts';
+import { httpExecutor } from './http.ts';
+import { proxyExecutor } from './proxy.ts';
+
+/** The kinds of step (and compensation) that call out of the engine. */
+export type EffectKind = 'proxy' | 'http' | 'func';
+export type EffectDef<K extends EffectKind = EffectKind> = Extract<StepDef | Action, { kind: K }>;
+
+/** Everything an executor needs for one attempt; headers already carry the contract's X-Flow-* set. */
+export interface Attempt {
+  instance: Instance;
+  running: Running;
+  input: JsonValue;
+  headers: Record<string, string>;
+  timeoutMs: number;
+}
+
+export type Executor<K extends EffectKind> = (def: EffectDef<K>, attempt: Attempt) => Promise<StepOutcome>;
+export type Executors = { [K in EffectKind]: Executor<K> };
+
+export interface ExecutorOptions {
+  /** Handler profiles for proxy-back steps. (Default: read from `FLOW_HANDLER_*` at boot) */
+  handlers?: HandlerProfiles;
+  /** Hosts (`host` or `host:port`) that `http` steps may call; `*` allows any. (Default: none) */
+  httpAllowlist?: readonly string[];
+  /** Runs `func` steps; without it a func step fails with FLOW_FUNC_UNAVAILABLE. */
+  func?: Executor<'func'>;
+}
+
+export function createExecutors(opts: ExecutorOptions = {}): Executors {
+  const handlers = opts.handlers ?? loadHandlerProfiles();
+  return {
+    proxy: proxyExecutor(handlers),
+    http: httpExecutor(opts.httpAllowlist ?? []),
+    func:
+      opts.func ??
+      (async () => ({
+        status: 'failed',
+        retryable: false,
+        error: { code: 'FLOW_FUNC_UNAVAILABLE', message: 'this engine was started without a module runtime for func steps' },
+      })),
+  };
+}
+
+/** The outbound headers of DESIGN.md §3 for one attempt. */
+export function flowHeaders(instance: Instance, running: Running): Record<string, string> {
+  return {
+    'idempotency-key': running.idempotencyKey,
+    'x-flow-workflow-id': instance.id,
+    'x-flow-env': instance.env,
+    'x-flow-step': running.step,
+    'x-flow-attempt': String(running.attempt),
+  };
+}
+
+export { type HandlerProfiles, loadHandlerProfiles } from './handlers.ts';

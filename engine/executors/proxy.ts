@@ -1,0 +1,19 @@
+import { DEFAULTS } from '../../contracts/index.ts';
+import { type HandlerProfiles, resolveHandler } from './handlers.ts';
+import { callHttp } from './http-call.ts';
+import type { Executor } from './index.ts';
+
+/** Proxy-back: POSTs the step input to the owning service (the handler profile) at `path`. */
+export function proxyExecutor(handlers: HandlerProfiles): Executor<'proxy'> {
+  return async (def, a) => {
+    const profile = resolveHandler(handlers, def.handler ?? a.instance.domain);
+    const headers = profile.token ? { ...a.headers, authorization: `Bearer ${profile.token}` } : a.headers;
+    return callHttp({
+      method: def.method ?? DEFAULTS.method,
+      url: profile.url.replace(/\/$/, '') + def.path,
+      headers,
+      body: a.input,
+      timeoutMs: a.timeoutMs,
+    });
+  };
+}

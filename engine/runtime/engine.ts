@@ -1,0 +1,118 @@
+import { randomUUID } from 'node:crypto';
+import {
+  CreateWorkflowRequest,
+  type LogicVersion,
+  parseLogicVersion,
+  TERMINAL_STATES,
+  type WorkflowRecord,
+} from '../../contracts/index.ts';
+import { begin } from '../core/flow.ts';
+import { initialCtx, type Instance } from '../core/instance.ts';
+import { schemaProblems } from '../core/schemas.ts';
+import { BadRequest, InputInvalid } from '../errors.ts';
+import { createExecutors, type ExecutorOptions } from '../executors/index.ts';
+import type { Db } from '../store/db.ts';
+import { NotFound } from '../store/errors.ts';
+import { insertWorkflow } from '../store/insert-workflow.ts';
+import { loadRecord } from '../store/load-workflow.ts';
+import { findLogicVersion, publishLogicVersion } from '../store/logic-versions.ts';
+import { inEnv } from '../store/tx.ts';
+import { LogicCache } from './logic-cache.ts';
+import type { TransitionObserver } from './observer.ts';
+import { type WorkerOptions, WorkerPool } from './worker-pool.ts';
+
+export interface EngineOptions {
+  db: Db;
+  /** The environment used when a request names none. (Default: `default`) */
+  env?: string;
+  executors?: ExecutorOptions;
+  worker?: WorkerOptions;
+  observer?: TransitionObserver;
+}
+
+/** The engine's entry points. Workers are not started until `workers.start()`. */
+export class Engine {
+  readonly db: Db;
+  readonly env: string;
+  readonly workers: WorkerPool;
+  readonly logics: LogicCache;
+
+  constructor(opts: EngineOptions) {
+    this.db = opts.db;
+    this.env = opts.env ?? 'default';
+    this.logics = new LogicCache(opts.db);
+    this.workers = new WorkerPool(opts.db, this.logics, createExecutors(opts.executors), opts.observer ?? {}, opts.worker);
+  }
+
+  /** Validates and publishes a LogicVersion; true when it was new. */
+  async publish(doc: unknown, env = this.env): Promise<boolean> {
+    const logic = parseLogicVersion(doc);
+    const published = await inEnv(this.db, env, (c) => publishLogicVersion(c, env, logic));
+    this.logics.remember(logic);
+    return published;
+  }
+
+  /**
+   * Starts an instance pinned to the requested version (or the active one), with its first step
+   * already prepared. The same idempotency key returns the first instance instead.
+   */
+  async start(request: unknown): Promise<{ id: string; created: boolean }> {
+    const parsed = CreateWorkflowRequest.safeParse(request);
+    if (!parsed.success) {
+      throw new BadRequest('the start request', parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
+    }
+    const req = parsed.data;
+    const env = req.env ?? this.env;
+    const result = await inEnv(this.db, env, async (c) => {
+      const logic = await findLogicVersion(c, req.logicId, req.version);
+      if (logic === null) throw new NotFound(`LogicVersion ${req.logicId}${req.version ? `@${req.version}` : ''}`);
+      const problems = schemaProblems(logic.input, req.input);
+      if (problems.length > 0) throw new InputInvalid(`${logic.logicId}@${logic.version}`, problems);
+      this.logics.remember(logic);
+      const t = await begin(logic, newInstance(logic, env, req));
+      return insertWorkflow(c, t, req.idempotencyKey ?? null);
+    });
+    this.workers.wake();
+    return result;
+  }
+
+  async get(id: string, env = this.env): Promise<WorkflowRecord> {
+    const record = await inEnv(this.db, env, (c) => loadRecord(c, id));
+    if (record === null) throw new NotFound(`workflow ${id}`);
+    return record;
+  }
+
+  /** Resolves once the instance is terminal or parked (`waiting`), polling the store. */
+  async settled(id: string, env = this.env, pollMs = 20): Promise<WorkflowRecord> {
+    for (;;) {
+      const record = await this.get(id, env);
+      if (TERMINAL_STATES.has(record.state as never) || record.state === 'waiting') return record;
+      await new Promise((r) => setTimeout(r, pollMs));
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.workers.stop();
+  }
+}
+
+function newInstance(logic: LogicVersion, env: string, req: CreateWorkflowRequest): Instance {
+  return {
+    id: randomUUID(),
+    env,
+    domain: logic.domain,
+    logicId: logic.logicId,
+    version: logic.version,
+    logicHash: logic.hash,
+    state: 'pending',
+    input: req.input as Instance['input'],
+    output: null,
+    currentStep: logic.start,
+    error: null,
+    generation: 0,
+    correlationId: req.correlationId ?? null,
+    parentId: null,
+    branchIndex: null,
+    ctx: initialCtx(),
+  };
+}

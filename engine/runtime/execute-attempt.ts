@@ -1,0 +1,33 @@
+import type { LogicVersion, StepOutcome } from '../../contracts/index.ts';
+import { FlowError } from '../../contracts/index.ts';
+import type { Instance } from '../core/instance.ts';
+import { type EffectDef, type EffectKind, type Executor, type Executors, flowHeaders } from '../executors/index.ts';
+
+/** Per-attempt timeout when a step sets none. */
+export const DEFAULT_TIMEOUT_MS = 30_000;
+
+/**
+ * Runs the instance's prepared attempt (a step or a compensation) through the executor of its
+ * kind. An executor that throws a FlowError (unknown handler, host not allowed) has met a
+ * configuration problem that retrying cannot fix: that is a permanent failure. Anything else
+ * thrown is unexpected and treated as transient.
+ */
+export async function executeAttempt(logic: LogicVersion, instance: Instance, executors: Executors): Promise<StepOutcome> {
+  const running = instance.ctx.running;
+  if (running === null) throw new Error(`workflow ${instance.id} has no prepared attempt`);
+  const step = logic.steps[running.step];
+  const def = (running.kind === 'step' ? step : step?.compensate) as EffectDef | undefined;
+  if (def === undefined || !(def.kind in executors)) {
+    throw new Error(`workflow ${instance.id}: ${running.kind} ${running.step} is not an effect`);
+  }
+  const timeoutMs = step?.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  try {
+    const execute = executors[def.kind] as Executor<EffectKind>;
+    return await execute(def, { instance, running, input: running.input, headers: flowHeaders(instance, running), timeoutMs });
+  } catch (err) {
+    if (err instanceof FlowError) {
+      return { status: 'failed', retryable: false, error: { code: err.code, message: err.message } };
+    }
+    return { status: 'failed', retryable: true, error: { code: 'EXECUTOR_ERROR', message: (err as Error).message } };
+  }
+}

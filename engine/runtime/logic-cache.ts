@@ -1,0 +1,23 @@
+import type { LogicVersion } from '../../contracts/index.ts';
+import type { Db } from '../store/db.ts';
+import { findLogicVersionByHash } from '../store/logic-versions.ts';
+import { inEnv } from '../store/tx.ts';
+
+/** Published versions never change, so each is read from the store once per process (by hash). */
+export class LogicCache {
+  readonly #byHash = new Map<string, LogicVersion>();
+  constructor(private readonly db: Db) {}
+
+  remember(doc: LogicVersion): void {
+    this.#byHash.set(doc.hash, doc);
+  }
+
+  async get(env: string, hash: string): Promise<LogicVersion> {
+    const hit = this.#byHash.get(hash);
+    if (hit !== undefined) return hit;
+    const doc = await inEnv(this.db, env, (c) => findLogicVersionByHash(c, hash));
+    if (doc === null) throw new Error(`LogicVersion ${hash} is not published in env ${env}`);
+    this.#byHash.set(hash, doc);
+    return doc;
+  }
+}

@@ -1,0 +1,9 @@
+import type { Instance } from '../core/instance.ts';
+import type { Transition } from '../core/transition.ts';
+
+/** Hooks for logs, timelines and tests; none of them may throw. */
+export interface TransitionObserver {
+  /** Called after each commit attempt; `committed` is false when the write was fenced out. */
+  onTransition?(from: Instance, t: Transition, committed: boolean): void;
+  onError?(workflowId: string, err: unknown): void;
+}

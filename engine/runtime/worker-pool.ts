@@ -1,0 +1,166 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { onOutcome } from '../core/flow.ts';
+import type { Executors } from '../executors/index.ts';
+import { claimWorkflows, heartbeat } from '../store/claim-workflows.ts';
+import { commitTransition } from '../store/commit-transition.ts';
+import type { Db } from '../store/db.ts';
+import type { Stored } from '../store/rows.ts';
+import { asScheduler, inEnv } from '../store/tx.ts';
+import { executeAttempt } from './execute-attempt.ts';
+import type { LogicCache } from './logic-cache.ts';
+import type { Transition } from '../core/transition.ts';
+import type { TransitionObserver } from './observer.ts';
+
+export interface WorkerOptions {
+  /** Instances driven at once by this process: the bound of the pool. (Default: 16) */
+  concurrency?: number;
+  /** Lease length; a worker silent for this long loses its instances. (Default: 30000) */
+  leaseMs?: number;
+  /** Longest sleep between claims when nothing wakes the pool earlier. (Default: 250) */
+  pollMs?: number;
+}
+
+/**
+ * A bounded pool of step runners. It claims only as many instances as it has free slots
+ * (backpressure: work waits in Postgres, not in memory), drives each through its prepared
+ * attempts, and keeps its lease alive with heartbeats while an executor runs.
+ */
+export class WorkerPool {
+  readonly concurrency: number;
+  readonly leaseMs: number;
+  readonly pollMs: number;
+  #inflight = 0;
+  #running = false;
+  #loop: Promise<void> | null = null;
+  #wake: (() => void) | null = null;
+  #unlisten: (() => Promise<void>) | null = null;
+
+  constructor(
+    private readonly db: Db,
+    private readonly logics: LogicCache,
+    private readonly executors: Executors,
+    private readonly observer: TransitionObserver,
+    opts: WorkerOptions = {},
+  ) {
+    this.concurrency = opts.concurrency ?? 16;
+    this.leaseMs = opts.leaseMs ?? 30_000;
+    this.pollMs = opts.pollMs ?? 250;
+  }
+
+  /** Instances this process is driving right now (a gauge for metrics and shutdown). */
+  get inflight(): number {
+    return this.#inflight;
+  }
+
+  async start(): Promise<void> {
+    if (this.#running) return;
+    this.#running = true;
+    this.#unlisten = await this.db.listen('flow_work', () => this.wake()).catch(() => null);
+    this.#loop = this.#run();
+  }
+
+  /** Stops claiming, lets in-flight instances finish their current attempt, and hands them back. */
+  async stop(): Promise<void> {
+    this.#running = false;
+    this.wake();
+    await this.#loop;
+    while (this.#inflight > 0) await sleep(10);
+    await this.#unlisten?.();
+  }
+
+  wake(): void {
+    this.#wake?.();
+  }
+
+  /** Claims and drives work until nothing is claimable and nothing is in flight. */
+  async drain(): Promise<void> {
+    for (;;) {
+      const claimed = await this.#claim();
+      if (claimed === 0 && this.#inflight === 0) return;
+      if (claimed === 0) await this.#nap(5);
+    }
+  }
+
+  async #run(): Promise<void> {
+    while (this.#running) {
+      let claimed = 0;
+      try {
+        claimed = await this.#claim();
+      } catch {
+        // the database is away (restart, network); keep polling until it is back
+      }
+      if (claimed === 0 || this.#inflight >= this.concurrency) await this.#nap(this.pollMs);
+    }
+  }
+
+  async #claim(): Promise<number> {
+    const free = this.concurrency - this.#inflight;
+    if (free <= 0) return 0;
+    const claimed = await asScheduler(this.db, (c) => claimWorkflows(c, { limit: free, leaseMs: this.leaseMs }));
+    for (const stored of claimed) {
+      this.#inflight++;
+      void this.#drive(stored)
+        .catch((err) => this.observer.onError?.(stored.instance.id, err))
+        .finally(() => {
+          this.#inflight--;
+          this.wake();
+        });
+    }
+    return claimed.length;
+  }
+
+  #nap(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      const self = this;
+      function done() {
+        clearTimeout(timer);
+        self.#wake = null;
+        resolve();
+      }
+      this.#wake = done;
+    });
+  }
+
+  /** Runs prepared attempts of one instance for as long as it holds the lease and has one. */
+  async #drive(start: Stored): Promise<void> {
+    let stored = start;
+    const token = stored.leaseToken!;
+    for (;;) {
+      const { instance } = stored;
+      const logic = await this.logics.get(instance.env, instance.logicHash);
+      const outcome = await this.#withHeartbeat(instance.id, token, () => executeAttempt(logic, instance, this.executors));
+      const t = await onOutcome(logic, instance, outcome);
+      const keep = this.#running && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
+      const committed = await this.#commit(stored, t, keep ? { token, ttlMs: this.leaseMs } : null);
+      this.observer.onTransition?.(stored.instance, t, committed);
+      if (!committed || !keep) return;
+      stored = { instance: t.instance, rowVersion: stored.rowVersion + 1, leaseToken: token };
+    }
+  }
+
+  async #commit(from: Stored, t: Transition, keepLease: { token: string; ttlMs: number } | null): Promise<boolean> {
+    // A lost connection may or may not have committed; retrying is safe because the row_version
+    // guard turns a second application into a no-op (it then reports false: fenced).
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await inEnv(this.db, from.instance.env, (c) => commitTransition(c, from, t, { keepLease }));
+      } catch (err) {
+        if ((err as { code?: string }).code === 'FLOW_TRANSITION_REFUSED' || attempt >= 20) throw err;
+        await sleep(Math.min(2000, 50 * 2 ** attempt));
+      }
+    }
+  }
+
+  async #withHeartbeat<T>(id: string, token: string, fn: () => Promise<T>): Promise<T> {
+    const every = Math.max(50, Math.floor(this.leaseMs / 3));
+    const timer = setInterval(() => {
+      void asScheduler(this.db, (c) => heartbeat(c, { id, token, leaseMs: this.leaseMs })).catch(() => {});
+    }, every);
+    try {
+      return await fn();
+    } finally {
+      clearInterval(timer);
+    }
+  }
+}

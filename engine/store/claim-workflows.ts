@@ -1,0 +1,41 @@
+import { type Stored, toStored, type WorkflowRow } from './rows.ts';
+import type { Client } from './tx.ts';
+
+/**
+ * Leases up to `limit` runnable instances across all environments (run as the scheduler role):
+ * pending ones whose time has come, compensating ones nobody holds, and instances whose holder's
+ * lease expired (the holder is then fenced out: row_version moves on). SKIP LOCKED lets many
+ * workers claim side by side without waiting on each other.
+ */
+export async function claimWorkflows(c: Client, args: { limit: number; leaseMs: number }): Promise<Stored[]> {
+  const res = await c.query<WorkflowRow>(
+    `WITH c AS (
+       SELECT id FROM workflows
+       WHERE (state IN ('pending', 'compensating') AND run_at <= now()
+              AND (lease_expires_at IS NULL OR lease_expires_at < now()))
+          OR (state = 'processing' AND lease_expires_at < now())
+       ORDER BY run_at
+       LIMIT $1
+       FOR UPDATE SKIP LOCKED
+     )
+     UPDATE workflows w
+     SET state = CASE WHEN w.state = 'compensating' THEN 'compensating' ELSE 'processing' END,
+         lease_token = gen_random_uuid(),
+         lease_expires_at = now() + $2::float8 * interval '1 millisecond',
+         row_version = w.row_version + 1
+     FROM c WHERE w.id = c.id
+     RETURNING w.*`,
+    [args.limit, args.leaseMs],
+  );
+  return res.rows.map(toStored);
+}
+
+/** Extends a held lease; false when the lease was lost (the caller must stop working on it). */
+export async function heartbeat(c: Client, args: { id: string; token: string; leaseMs: number }): Promise<boolean> {
+  const res = await c.query(
+    `UPDATE workflows SET lease_expires_at = now() + $3::float8 * interval '1 millisecond'
+     WHERE id = $1 AND lease_token = $2`,
+    [args.id, args.token, args.leaseMs],
+  );
+  return res.rowCount === 1;
+}

@@ -1,0 +1,55 @@
+import { FlowError } from '../../contracts/errors.ts';
+
+/** SQLSTATE codes the store reacts to. Match on these, never on message text. */
+export const SqlState = {
+  uniqueViolation: '23505',
+  insufficientPrivilege: '42501',
+  checkViolation: '23514',
+  adminShutdown: '57P01',
+  cannotConnectNow: '57P03',
+} as const;
+
+export function sqlStateOf(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+export class VersionConflict extends FlowError {
+  constructor(logicId: string, version: number, existing: string, offered: string) {
+    super(
+      'FLOW_VERSION_CONFLICT',
+      `${logicId}@${version} is already published with ${existing}; this one hashes to ${offered}. ` +
+        'A published version is immutable: bump the version and publish again.',
+      { status: 409 },
+    );
+  }
+}
+
+export class TransitionRefused extends FlowError {
+  constructor(id: string, from: string, cause: string, to: string) {
+    super('FLOW_TRANSITION_REFUSED', `workflow ${id}: ${from} --${cause}--> ${to} is not in the transition table`, {
+      status: 409,
+    });
+  }
+}
+
+/** The row changed under us (another worker or verb won); re-read and decide again. */
+export class ConcurrentUpdate extends FlowError {
+  constructor(id: string) {
+    super('FLOW_CONCURRENT_UPDATE', `workflow ${id} changed while this change was being made; re-read it and retry`, {
+      status: 409,
+    });
+  }
+}
+
+export class NotFound extends FlowError {
+  constructor(what: string) {
+    super('FLOW_NOT_FOUND', `${what} was not found in this environment`, { status: 404 });
+  }
+}
+
+export class BadSchemaName extends FlowError {
+  constructor(name: string) {
+    super('FLOW_BAD_SCHEMA_NAME', `schema name "${name}" must match ^[a-z_][a-z0-9_]{0,62}$`);
+  }
+}

@@ -1,0 +1,65 @@
+import type { StepAttempt, WorkflowRecord } from '../../contracts/index.ts';
+import { type Stored, toStored, type WorkflowRow } from './rows.ts';
+import type { Client } from './tx.ts';
+
+export async function loadWorkflow(c: Client, id: string, opts: { forUpdate?: boolean } = {}): Promise<Stored | null> {
+  const res = await c.query<WorkflowRow>(`SELECT * FROM workflows WHERE id = $1${opts.forUpdate ? ' FOR UPDATE' : ''}`, [id]);
+  const row = res.rows[0];
+  return row === undefined ? null : toStored(row);
+}
+
+interface StepRunRow {
+  step: string;
+  attempt: number;
+  generation: number;
+  kind: 'step' | 'compensation';
+  state: StepAttempt['state'];
+  input: unknown;
+  output: unknown;
+  error: StepAttempt['error'];
+  idempotency_key: string | null;
+  started_at: Date;
+  finished_at: Date | null;
+}
+
+/** The public WorkflowRecord (DESIGN.md §8): the instance row plus every attempt, in order. */
+export async function loadRecord(c: Client, id: string): Promise<WorkflowRecord | null> {
+  const wf = await c.query<WorkflowRow>('SELECT * FROM workflows WHERE id = $1', [id]);
+  const row = wf.rows[0];
+  if (row === undefined) return null;
+  const runs = await c.query<StepRunRow>('SELECT * FROM step_runs WHERE workflow_id = $1 ORDER BY seq', [id]);
+  const { instance: i } = toStored(row);
+  return {
+    id: i.id,
+    env: i.env,
+    domain: i.domain,
+    logicId: i.logicId,
+    version: i.version,
+    logicHash: i.logicHash,
+    state: i.state,
+    input: i.input,
+    output: i.output,
+    currentStep: i.currentStep,
+    error: i.error,
+    generation: i.generation,
+    correlationId: i.correlationId,
+    parentId: i.parentId,
+    branchIndex: i.branchIndex,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+    steps: runs.rows.map((r) => ({
+      step: r.step,
+      kind: r.kind,
+      attempt: r.attempt,
+      generation: r.generation,
+      state: r.state,
+      input: r.input,
+      output: r.output,
+      error: r.error,
+      idempotencyKey: r.idempotency_key,
+      startedAt: r.started_at.toISOString(),
+      finishedAt: r.finished_at?.toISOString() ?? null,
+    })),
+    compensations: i.ctx.compensations.map((r) => ({ step: r.step, state: r.state, attempts: r.attempts, error: r.error })),
+  };
+}

@@ -1,0 +1,57 @@
+import type { FlowErrorBody, WorkflowState } from '../../contracts/index.ts';
+import type { Ctx, Instance, JsonValue } from '../core/instance.ts';
+
+/** An instance as read from the store, with what fences the next write. */
+export interface Stored {
+  instance: Instance;
+  rowVersion: number;
+  leaseToken: string | null;
+}
+
+export interface WorkflowRow {
+  id: string;
+  env_id: string;
+  domain: string;
+  logic_id: string;
+  version: number;
+  logic_hash: string;
+  state: WorkflowState;
+  input: JsonValue;
+  output: JsonValue;
+  current_step: string | null;
+  error: FlowErrorBody | null;
+  generation: number;
+  ctx: Ctx;
+  row_version: string | number;
+  lease_token: string | null;
+  correlation_id: string | null;
+  parent_id: string | null;
+  branch_index: number | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export function toStored(r: WorkflowRow): Stored {
+  return {
+    rowVersion: Number(r.row_version),
+    leaseToken: r.lease_token,
+    instance: {
+      id: r.id,
+      env: r.env_id,
+      domain: r.domain,
+      logicId: r.logic_id,
+      version: r.version,
+      logicHash: r.logic_hash,
+      state: r.state,
+      input: r.input,
+      output: r.output,
+      currentStep: r.current_step,
+      error: r.error,
+      generation: r.generation,
+      correlationId: r.correlation_id,
+      parentId: r.parent_id,
+      branchIndex: r.branch_index,
+      ctx: r.ctx,
+    },
+  };
+}

@@ -1,0 +1,38 @@
+import type pg from 'pg';
+import type { Db } from './db.ts';
+
+export type Client = pg.PoolClient;
+
+/**
+ * Runs `fn` in a transaction scoped to one environment: `app.env_id` is set and the role is
+ * switched to `flow_app` for this transaction only, so row-level security applies even when the
+ * connecting user owns the tables (FORCE) — and a superuser connection is demoted too.
+ */
+export function inEnv<T>(db: Db, env: string, fn: (c: Client) => Promise<T>): Promise<T> {
+  return inTx(db, "SELECT set_config('app.env_id', $1, true), set_config('role', 'flow_app', true)", [env], fn);
+}
+
+/** A transaction for the scheduler's cross-environment work (claiming, timers, relay). */
+export function asScheduler<T>(db: Db, fn: (c: Client) => Promise<T>): Promise<T> {
+  return inTx(db, "SELECT set_config('role', 'flow_engine', true)", [], fn);
+}
+
+async function inTx<T>(db: Db, setup: string, params: unknown[], fn: (c: Client) => Promise<T>): Promise<T> {
+  const client = await db.pool.connect();
+  let broken = false;
+  try {
+    await client.query('BEGIN');
+    await client.query(setup, params);
+    const result = await fn(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {
+      broken = true;
+    });
+    throw err;
+  } finally {
+    // A client whose connection failed mid-transaction must not go back to the pool.
+    client.release(broken);
+  }
+}
