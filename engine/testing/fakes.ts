@@ -1,0 +1,45 @@
+import type { StepOutcome } from '../../contracts/index.ts';
+import type { JsonValue } from '../core/instance.ts';
+
+/** What a fake sees of one call. */
+export interface FakeCall {
+  step: string;
+  kind: 'step' | 'compensation';
+  input: JsonValue;
+  attempt: number;
+  idempotencyKey: string;
+}
+
+/** Answers one call; it may keep state (count attempts) — it is only ever called live, never on replay. */
+export type Fake = (call: FakeCall) => StepOutcome | Promise<StepOutcome>;
+
+/** Ready-made fakes for the outcomes that matter (DESIGN.md §9 testing). */
+export const fakes = {
+  success: (output: JsonValue | ((call: FakeCall) => JsonValue) = null): Fake => (call) => ({
+    status: 'succeeded',
+    output: typeof output === 'function' ? output(call) : output,
+  }),
+  /** Fails transiently `times` times per idempotency key, then behaves like `then`. */
+  transient: (times: number, then: Fake = fakes.success()): Fake => {
+    const seen = new Map<string, number>();
+    return (call) => {
+      const n = seen.get(call.idempotencyKey) ?? 0;
+      seen.set(call.idempotencyKey, n + 1);
+      if (n < times) return { status: 'failed', retryable: true, error: { code: 'HTTP_503', message: 'unavailable', status: 503 } };
+      return then(call);
+    };
+  },
+  permanent: (code = 'HTTP_422', message = 'refused'): Fake => () => ({
+    status: 'failed',
+    retryable: false,
+    error: { code, message, status: Number(code.replace(/\D/g, '')) || 400 },
+  }),
+  timeout: (): Fake => () => ({ status: 'failed', retryable: true, error: { code: 'STEP_TIMEOUT', message: 'no answer in time' } }),
+  /** Answers 202 waiting: the step parks until completed through its resume token. */
+  parked: (): Fake => () => ({ status: 'parked' }),
+  /** Plays the given outcomes in order, then repeats the last. */
+  sequence: (...outcomes: StepOutcome[]): Fake => {
+    let i = 0;
+    return () => outcomes[Math.min(i++, outcomes.length - 1)]!;
+  },
+};
