@@ -65,6 +65,9 @@ const t = (from: WorkflowState, cause: TransitionCause, to: WorkflowState, why: 
   why,
 });
 
+/** Where running the flow on can stop: at an effect (pending), a park, the end, or a failure. */
+const RUN_ON = ['pending', 'waiting', 'completed', 'failed', 'compensating'] as const;
+
 export const TRANSITIONS: readonly Transition[] = [
   t('pending', 'claim', 'processing', 'a worker leases a runnable instance'),
   t('processing', 'claim', 'processing', 'a worker reclaims an instance whose lease expired'),
@@ -87,17 +90,31 @@ export const TRANSITIONS: readonly Transition[] = [
   t('compensating', 'compensation_retry_scheduled', 'compensating', 'compensation failed transiently'),
   t('compensating', 'compensation_exhausted', 'dead_lettered', 'a compensation used up its attempts'),
 
-  t('waiting', 'resumed', 'pending', 'a decision, timer, callback or the last child arrived'),
-  t('waiting', 'deadline_expired', 'failed', 'a decision deadline passed with no onTimeout route'),
-  t('waiting', 'deadline_expired', 'compensating', 'a deadline passed and compensations are registered'),
-  t('waiting', 'deadline_expired', 'pending', 'a deadline passed and onTimeout routes onwards'),
+  // A wake-up runs the flow on to its next stop, which may be any of these.
+  ...RUN_ON.flatMap((to) => [
+    t('waiting', 'resumed', to, 'a timer, a callback or the last child arrived; the flow ran on'),
+    t('waiting', 'verb.resume', to, 'an approver answered a decision; the flow ran on'),
+  ]),
+  t('waiting', 'resumed', 'dead_lettered', 'a callback reported a failure after the last attempt'),
+  ...(['failed', 'compensating', 'pending', 'waiting', 'completed'] as const).map((to) =>
+    t('waiting', 'deadline_expired', to, 'a decision deadline passed: fail, unwind, or follow onTimeout'),
+  ),
 
-  t('failed', 'verb.retry', 'pending', 'operator re-runs the failed step with a fresh budget'),
-  t('dead_lettered', 'verb.retry', 'pending', 'operator re-runs the dead-lettered step'),
-  t('dead_lettered', 'verb.retry', 'compensating', 'operator re-runs the dead-lettered compensation'),
-  t('failed', 'verb.repair', 'pending', 'operator rewinds to a step with new input'),
-  t('dead_lettered', 'verb.repair', 'pending', 'operator rewinds to a step with new input'),
-  t('compensated', 'verb.repair', 'pending', 'operator rewinds an unwound instance to a step'),
+  // Verbs that run the flow on stop wherever it next stops.
+  ...RUN_ON.flatMap((to) => [
+    t('failed', 'verb.retry', to, 'operator re-runs the failed step with a fresh attempt budget'),
+    t('dead_lettered', 'verb.retry', to, 'operator re-runs the dead-lettered step with a fresh budget'),
+    t('failed', 'verb.repair', to, 'operator rewinds to a step, with new input, under a new generation'),
+    t('dead_lettered', 'verb.repair', to, 'operator rewinds to a step, with new input, under a new generation'),
+    t('compensated', 'verb.repair', to, 'operator rewinds an unwound instance to a step'),
+    t('dead_lettered', 'verb.force_complete', to, 'operator marks the stuck step done; the flow goes on'),
+    t('waiting', 'verb.force_complete', to, 'operator ends a stuck wait with an output; the flow goes on'),
+    ...(['completed', 'failed', 'compensated', 'dead_lettered'] as const).map((from) =>
+      t(from, 'verb.replay_from', to, 'operator re-runs from a step with the original input, new generation'),
+    ),
+  ]),
+  t('dead_lettered', 'verb.force_complete', 'compensated', 'operator marks the last failed compensation done'),
+  t('dead_lettered', 'verb.force_complete', 'cancelled', 'operator marks the last compensation of a cancel done'),
   t('pending', 'verb.cancel', 'cancelled', 'operator cancels'),
   t('processing', 'verb.cancel', 'cancelled', 'operator cancels; the running worker is fenced out'),
   t('waiting', 'verb.cancel', 'cancelled', 'operator cancels a parked instance'),
@@ -106,15 +123,6 @@ export const TRANSITIONS: readonly Transition[] = [
   t('processing', 'verb.cancel', 'compensating', 'operator cancels and unwinds'),
   t('waiting', 'verb.cancel', 'compensating', 'operator cancels and unwinds'),
   t('dead_lettered', 'verb.cancel', 'compensating', 'operator cancels and unwinds'),
-  t('waiting', 'verb.resume', 'pending', 'operator or approver answers a decision'),
-  t('dead_lettered', 'verb.force_complete', 'pending', 'operator marks the stuck step done; the flow goes on'),
-  t('dead_lettered', 'verb.force_complete', 'completed', 'operator marks the last step done'),
-  t('waiting', 'verb.force_complete', 'pending', 'operator ends a stuck wait with an output'),
-  t('waiting', 'verb.force_complete', 'completed', 'operator ends a stuck wait on the last step'),
-  t('completed', 'verb.replay_from', 'pending', 'operator re-runs from a step with the original input'),
-  t('failed', 'verb.replay_from', 'pending', 'operator re-runs from a step with the original input'),
-  t('compensated', 'verb.replay_from', 'pending', 'operator re-runs from a step with the original input'),
-  t('dead_lettered', 'verb.replay_from', 'pending', 'operator re-runs from a step with the original input'),
 ];
 
 const allowed = new Set(TRANSITIONS.map((x) => `${x.from}|${x.cause}|${x.to}`));

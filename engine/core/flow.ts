@@ -13,14 +13,17 @@ const MAX_STEPS_PER_TRANSITION = 1000;
  * Enters `name` and keeps going through steps without side effects until one calls out, parks,
  * ends the workflow, or fails it.
  */
-export async function enter(d: Draft, name: string | null): Promise<void> {
+export async function enter(d: Draft, name: string | null, override?: { input: JsonValue }): Promise<void> {
   let current = name;
+  let replacement = override;
   for (let hops = 0; hops < MAX_STEPS_PER_TRANSITION; hops++) {
     if (current === null) return complete(d);
     const step = d.logic.steps[current];
     if (step === undefined) throw new Error(`step ${current} is not in ${d.logic.logicId}@${d.logic.version}`);
     d.instance.currentStep = current;
-    const input = step.input === undefined ? d.instance.input : await evaluate(step.input, d.instance);
+    const input =
+      replacement !== undefined ? replacement.input : step.input === undefined ? d.instance.input : await evaluate(step.input, d.instance);
+    replacement = undefined;
     // the decision is visible to exactly one step: the one right after it
     const entered = await (STEP_KINDS[step.kind] as (...a: unknown[]) => Promise<{ goto?: string | null }>)(
       d,
@@ -108,6 +111,7 @@ export async function prepareNextCompensation(d: Draft): Promise<void> {
     generation: reg.generation,
     input,
     idempotencyKey,
+    budgetStart: reg.attempts,
     registration: next,
   };
   instance.state = 'compensating';
@@ -125,7 +129,7 @@ export async function onOutcome(logic: LogicVersion, inst: Instance, outcome: St
   if (checked.status === 'succeeded') {
     d.finishAttempt(running, 'succeeded', checked.output, null);
     d.ctx.running = null;
-    d.ctx.outputs[running.step] = checked.output;
+    d.setOutput(running.step, checked.output);
     await enter(d, step.next ?? null);
     d.cause = causeAfterEnter(d);
     return d.done();
@@ -140,7 +144,7 @@ export async function onOutcome(logic: LogicVersion, inst: Instance, outcome: St
   const error = { ...checked.error, step: running.step };
   d.finishAttempt(running, 'failed', null, error);
   const policy = policyOf(step.retry);
-  if (checked.retryable && running.attempt < policy.maxAttempts) {
+  if (checked.retryable && running.attempt - running.budgetStart + 1 < policy.maxAttempts) {
     const wait = backoffMs(step.retry, running.attempt, `${running.idempotencyKey}:${running.attempt}`);
     const attempt = running.attempt + 1;
     const seq = d.insertAttempt({
@@ -165,7 +169,7 @@ export async function onOutcome(logic: LogicVersion, inst: Instance, outcome: St
     d.ctx.compensations = d.ctx.compensations.filter((r) => !(r.step === running.step && r.generation === running.generation));
   }
   if (step.onError !== undefined) {
-    d.ctx.outputs[running.step] = { error } as JsonValue;
+    d.setOutput(running.step, { error } as JsonValue);
     await enter(d, step.onError);
     d.cause = causeAfterEnter(d);
     return d.done();
@@ -195,7 +199,7 @@ async function onCompensationOutcome(logic: LogicVersion, inst: Instance, outcom
   d.finishAttempt(running, 'failed', null, error);
   reg.error = error;
   const action = logic.steps[running.step]?.compensate;
-  if (outcome.retryable && running.attempt < policyOf(action?.retry).maxAttempts) {
+  if (outcome.retryable && running.attempt - running.budgetStart + 1 < policyOf(action?.retry).maxAttempts) {
     reg.attempts += 1;
     const seq = d.insertAttempt({
       step: running.step,

@@ -38,6 +38,18 @@ export interface Ctx {
   compensations: Registration[];
   /** Where compensation ends: `compensated` after a failure, `cancelled` after a cancel. */
   unwindTo: 'compensated' | 'cancelled' | null;
+  /** Who answered the last decision; forwarded as X-Flow-Approved-By on later calls. */
+  approvedBy: Approver | null;
+  /** Steps whose output is in `outputs`, in the order they finished (a rewind cuts it). */
+  order: string[];
+  /** The last attempt number of each step in this generation. */
+  attempts: Record<string, number>;
+}
+
+/** The identity that resumed a decision, as the caller's auth established it. */
+export interface Approver {
+  subject: string;
+  scopes: string[];
 }
 
 export interface Running {
@@ -48,6 +60,8 @@ export interface Running {
   generation: number;
   input: JsonValue;
   idempotencyKey: string;
+  /** The attempt at which the current retry budget began (a `retry` verb grants a fresh one). */
+  budgetStart: number;
   /** Index into ctx.compensations for a compensation run. */
   registration?: number;
 }
@@ -82,10 +96,21 @@ export type AttemptWrite =
 /** Side effects that must commit with the transition: the shell performs them after the commit. */
 export type Command =
   | { type: 'outbox'; kind: 'event' | 'callback'; topic: string; payload: JsonValue; idempotencyKey: string }
-  | { type: 'timer'; purpose: 'delay' | 'deadline'; delayMs: number; payload: JsonValue };
+  /** Fires after `delayMs` (database clock) or `at` (an ISO timestamp); `seq` names the parked attempt. */
+  | { type: 'timer'; purpose: 'delay' | 'deadline'; delayMs: number | null; at: string | null; seq: number };
 
 export type { JsonValue };
 
 export function initialCtx(): Ctx {
-  return { seq: 0, outputs: {}, decision: null, running: null, compensations: [], unwindTo: null };
+  return {
+    seq: 0,
+    outputs: {},
+    decision: null,
+    running: null,
+    compensations: [],
+    unwindTo: null,
+    approvedBy: null,
+    order: [],
+    attempts: {},
+  };
 }

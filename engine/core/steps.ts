@@ -1,4 +1,5 @@
-import type { StepDef, StepKind, StepOfKind } from '../../contracts/index.ts';
+import type { FlowErrorBody, StepDef, StepKind, StepOfKind } from '../../contracts/index.ts';
+import { enterDecision, enterDelay } from './park.ts';
 import { failWorkflow } from './flow.ts';
 import { evaluate } from './expressions.ts';
 import type { JsonValue } from './instance.ts';
@@ -35,9 +36,7 @@ export const STEP_KINDS: { [K in StepKind]: Enter<K> } = {
   },
 
   fail: async (d, name, step, input) => {
-    const error = { code: step.code, message: step.message ?? `step ${name} failed the workflow`, step: name };
-    d.insertAttempt({ step: name, attempt: 1, kind: 'step', state: 'failed', input, output: null, error, idempotencyKey: null });
-    await failWorkflow(d, error, { exhausted: false });
+    await failStepAt(d, name, input, { code: step.code, message: step.message ?? `step ${name} failed the workflow`, step: name });
     return STOP;
   },
 
@@ -45,15 +44,28 @@ export const STEP_KINDS: { [K in StepKind]: Enter<K> } = {
   http: async (d, name, step, input) => prepareEffect(d, name, step, input),
   func: async (d, name, step, input) => prepareEffect(d, name, step, input),
 
-  decision: async (d, name, _step, input) => park(d, name, input),
-  delay: async (d, name, _step, input) => park(d, name, input),
+  decision: async (d, name, step, input) => {
+    await enterDecision(d, name, step, input);
+    return STOP;
+  },
+  delay: async (d, name, step, input) => {
+    const problem = await enterDelay(d, name, step, input);
+    if (problem !== null) await failStepAt(d, name, input, { code: 'FLOW_BAD_UNTIL', message: problem, step: name });
+    return STOP;
+  },
   children: async (d, name, _step, input) => park(d, name, input),
 };
 
+/** Records a failed attempt that never called out, and fails the workflow (compensating first). */
+async function failStepAt(d: Draft, name: string, input: JsonValue, error: FlowErrorBody): Promise<void> {
+  d.insertAttempt({ step: name, attempt: d.nextAttempt(name), kind: 'step', state: 'failed', input, output: null, error, idempotencyKey: null });
+  await failWorkflow(d, error, { exhausted: false });
+}
+
 function pure(d: Draft, name: string, output: JsonValue, next: string | null): Entered {
   const input = output;
-  d.insertAttempt({ step: name, attempt: 1, kind: 'step', state: 'succeeded', input, output, error: null, idempotencyKey: null });
-  d.ctx.outputs[name] = output;
+  d.insertAttempt({ step: name, attempt: d.nextAttempt(name), kind: 'step', state: 'succeeded', input, output, error: null, idempotencyKey: null });
+  d.setOutput(name, output);
   return { goto: next };
 }
 
@@ -67,8 +79,9 @@ function prepareEffect(d: Draft, name: string, step: StepDef, input: JsonValue):
     d.ctx.compensations.push({ step: name, generation, stepInput: input, state: 'registered', attempts: 0, error: null });
   }
   const idempotencyKey = keys.step(id, name, generation);
-  const seq = d.insertAttempt({ step: name, attempt: 1, kind: 'step', state: 'running', input, output: null, error: null, idempotencyKey });
-  d.ctx.running = { seq, kind: 'step', step: name, attempt: 1, generation, input, idempotencyKey };
+  const attempt = d.nextAttempt(name);
+  const seq = d.insertAttempt({ step: name, attempt, kind: 'step', state: 'running', input, output: null, error: null, idempotencyKey });
+  d.ctx.running = { seq, kind: 'step', step: name, attempt, budgetStart: attempt, generation, input, idempotencyKey };
   d.instance.state = 'processing';
   return STOP;
 }

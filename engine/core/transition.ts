@@ -38,9 +38,21 @@ export class Draft {
     return this.instance.ctx;
   }
 
+  /** The number the next attempt of `step` gets in this generation. */
+  nextAttempt(step: string): number {
+    return (this.ctx.attempts[step] ?? 0) + 1;
+  }
+
+  /** Records a step's output where expressions see it (`steps.<name>`), in finishing order. */
+  setOutput(step: string, output: JsonValue): void {
+    this.ctx.outputs[step] = output;
+    this.ctx.order = [...this.ctx.order.filter((s) => s !== step), step];
+  }
+
   /** Writes a new attempt row and returns its sequence number. */
   insertAttempt(row: Omit<Extract<AttemptWrite, { op: 'insert' }>, 'op' | 'seq' | 'generation'>): number {
     const seq = this.ctx.seq++;
+    if (row.kind === 'step') this.ctx.attempts[row.step] = row.attempt;
     this.attempts.push({ op: 'insert', seq, generation: this.instance.generation, ...row });
     return seq;
   }

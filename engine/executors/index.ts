@@ -46,13 +46,15 @@ export function createExecutors(opts: ExecutorOptions = {}): Executors {
 
 /** The outbound headers of DESIGN.md §3 for one attempt. */
 export function flowHeaders(instance: Instance, running: Running): Record<string, string> {
-  return {
+  const headers: Record<string, string> = {
     'idempotency-key': running.idempotencyKey,
     'x-flow-workflow-id': instance.id,
     'x-flow-env': instance.env,
     'x-flow-step': running.step,
     'x-flow-attempt': String(running.attempt),
   };
+  if (instance.ctx.approvedBy !== null) headers['x-flow-approved-by'] = instance.ctx.approvedBy.subject;
+  return headers;
 }
 
 export { type HandlerProfiles, loadHandlerProfiles } from './handlers.ts';

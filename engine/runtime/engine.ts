@@ -3,6 +3,7 @@ import {
   CreateWorkflowRequest,
   type LogicVersion,
   parseLogicVersion,
+  type StepOutcome,
   TERMINAL_STATES,
   type WorkflowRecord,
 } from '../../contracts/index.ts';
@@ -16,8 +17,13 @@ import { NotFound } from '../store/errors.ts';
 import { insertWorkflow } from '../store/insert-workflow.ts';
 import { loadRecord } from '../store/load-workflow.ts';
 import { findLogicVersion, publishLogicVersion } from '../store/logic-versions.ts';
-import { inEnv } from '../store/tx.ts';
+import { asScheduler, inEnv } from '../store/tx.ts';
 import { LogicCache } from './logic-cache.ts';
+import { mutateWorkflow } from './mutate.ts';
+import { Operations } from './operations.ts';
+import { ResumeTokens } from './resume-tokens.ts';
+import { envOfWorkflow } from '../store/audit.ts';
+import { onCallback, onResume, type ResumeArgs } from '../core/wake.ts';
 import type { TransitionObserver } from './observer.ts';
 import { type WorkerOptions, WorkerPool } from './worker-pool.ts';
 
@@ -28,6 +34,8 @@ export interface EngineOptions {
   executors?: ExecutorOptions;
   worker?: WorkerOptions;
   observer?: TransitionObserver;
+  /** Signs resume tokens; every engine process of a deployment needs the same. (Default: FLOW_TOKEN_SECRET) */
+  tokenSecret?: string;
 }
 
 /** The engine's entry points. Workers are not started until `workers.start()`. */
@@ -36,12 +44,51 @@ export class Engine {
   readonly env: string;
   readonly workers: WorkerPool;
   readonly logics: LogicCache;
+  readonly tokens: ResumeTokens;
+  /** Operator verbs and listings. */
+  readonly ops: Operations;
 
   constructor(opts: EngineOptions) {
     this.db = opts.db;
     this.env = opts.env ?? 'default';
     this.logics = new LogicCache(opts.db);
-    this.workers = new WorkerPool(opts.db, this.logics, createExecutors(opts.executors), opts.observer ?? {}, opts.worker);
+    this.tokens = new ResumeTokens(opts.tokenSecret ?? process.env['FLOW_TOKEN_SECRET'] ?? 'sentin8-flow-development-secret');
+    const executors = createExecutors(opts.executors);
+    this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, opts.observer ?? {}, opts.worker);
+    this.ops = new Operations(opts.db, this.logics, this.env, (id, env) => {
+      this.workers.wake();
+      return this.get(id, env);
+    });
+  }
+
+  /** An approver answers the decision the instance is parked on (DESIGN.md §5 `resume`). */
+  async resume(id: string, args: ResumeArgs, opts: { env?: string; reason?: string } = {}): Promise<WorkflowRecord> {
+    const env = opts.env ?? this.env;
+    await mutateWorkflow(this.db, this.logics, env, id, (logic, inst) => onResume(logic, inst, args), {
+      verb: 'resume',
+      actor: args.approver.subject,
+      reason: opts.reason ?? null,
+      args: { step: args.step, option: args.option, payload: args.payload ?? null, scopes: args.approver.scopes },
+    });
+    this.workers.wake();
+    return this.get(id, env);
+  }
+
+  /**
+   * The owning service completes a step it answered with 202 waiting. The token names the
+   * instance and attempt; the env is read from the instance, never from the caller.
+   */
+  async complete(token: string, body: { output?: unknown; error?: { code: string; message: string }; retryable?: boolean }): Promise<WorkflowRecord> {
+    const { workflowId, seq } = this.tokens.verify(token);
+    const env = await asScheduler(this.db, (c) => envOfWorkflow(c, workflowId));
+    if (env === null) throw new NotFound(`workflow ${workflowId}`);
+    const outcome: StepOutcome =
+      body.error !== undefined
+        ? { status: 'failed', retryable: body.retryable ?? false, error: body.error }
+        : { status: 'succeeded', output: body.output ?? null };
+    await mutateWorkflow(this.db, this.logics, env, workflowId, (logic, inst) => onCallback(logic, inst, seq, outcome));
+    this.workers.wake();
+    return this.get(workflowId, env);
   }
 
   /** Validates and publishes a LogicVersion; true when it was new. */

@@ -1,6 +1,7 @@
 import type { LogicVersion, StepOutcome } from '../../contracts/index.ts';
 import { FlowError } from '../../contracts/index.ts';
 import type { Instance } from '../core/instance.ts';
+import type { ResumeTokens } from './resume-tokens.ts';
 import { type EffectDef, type EffectKind, type Executor, type Executors, flowHeaders } from '../executors/index.ts';
 
 /** Per-attempt timeout when a step sets none. */
@@ -12,7 +13,12 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
  * configuration problem that retrying cannot fix: that is a permanent failure. Anything else
  * thrown is unexpected and treated as transient.
  */
-export async function executeAttempt(logic: LogicVersion, instance: Instance, executors: Executors): Promise<StepOutcome> {
+export async function executeAttempt(
+  logic: LogicVersion,
+  instance: Instance,
+  executors: Executors,
+  tokens: ResumeTokens,
+): Promise<StepOutcome> {
   const running = instance.ctx.running;
   if (running === null) throw new Error(`workflow ${instance.id} has no prepared attempt`);
   const step = logic.steps[running.step];
@@ -23,7 +29,9 @@ export async function executeAttempt(logic: LogicVersion, instance: Instance, ex
   const timeoutMs = step?.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   try {
     const execute = executors[def.kind] as Executor<EffectKind>;
-    return await execute(def, { instance, running, input: running.input, headers: flowHeaders(instance, running), timeoutMs });
+    const headers = flowHeaders(instance, running);
+    if (running.kind === 'step') headers['x-flow-resume-token'] = tokens.sign(instance.id, running.seq);
+    return await execute(def, { instance, running, input: running.input, headers, timeoutMs });
   } catch (err) {
     if (err instanceof FlowError) {
       return { status: 'failed', retryable: false, error: { code: err.code, message: err.message } };

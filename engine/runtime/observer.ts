@@ -5,5 +5,6 @@ import type { Transition } from '../core/transition.ts';
 export interface TransitionObserver {
   /** Called after each commit attempt; `committed` is false when the write was fenced out. */
   onTransition?(from: Instance, t: Transition, committed: boolean): void;
-  onError?(workflowId: string, err: unknown): void;
+  /** An unexpected error; `workflowId` is null for errors of the poll loop (database away). */
+  onError?(workflowId: string | null, err: unknown): void;
 }

@@ -8,8 +8,10 @@ import type { Stored } from '../store/rows.ts';
 import { asScheduler, inEnv } from '../store/tx.ts';
 import { executeAttempt } from './execute-attempt.ts';
 import type { LogicCache } from './logic-cache.ts';
+import type { ResumeTokens } from './resume-tokens.ts';
 import type { Transition } from '../core/transition.ts';
 import type { TransitionObserver } from './observer.ts';
+import { fireDueTimers } from './timers.ts';
 
 export interface WorkerOptions {
   /** Instances driven at once by this process: the bound of the pool. (Default: 16) */
@@ -31,6 +33,7 @@ export class WorkerPool {
   readonly pollMs: number;
   #inflight = 0;
   #running = false;
+  #stopping = false;
   #loop: Promise<void> | null = null;
   #wake: (() => void) | null = null;
   #unlisten: (() => Promise<void>) | null = null;
@@ -39,6 +42,7 @@ export class WorkerPool {
     private readonly db: Db,
     private readonly logics: LogicCache,
     private readonly executors: Executors,
+    private readonly tokens: ResumeTokens,
     private readonly observer: TransitionObserver,
     opts: WorkerOptions = {},
   ) {
@@ -55,6 +59,7 @@ export class WorkerPool {
   async start(): Promise<void> {
     if (this.#running) return;
     this.#running = true;
+    this.#stopping = false;
     this.#unlisten = await this.db.listen('flow_work', () => this.wake()).catch(() => null);
     this.#loop = this.#run();
   }
@@ -62,6 +67,7 @@ export class WorkerPool {
   /** Stops claiming, lets in-flight instances finish their current attempt, and hands them back. */
   async stop(): Promise<void> {
     this.#running = false;
+    this.#stopping = true;
     this.wake();
     await this.#loop;
     while (this.#inflight > 0) await sleep(10);
@@ -72,24 +78,25 @@ export class WorkerPool {
     this.#wake?.();
   }
 
-  /** Claims and drives work until nothing is claimable and nothing is in flight. */
+  /** Fires due timers and drives work until nothing is due, claimable or in flight. */
   async drain(): Promise<void> {
     for (;;) {
-      const claimed = await this.#claim();
-      if (claimed === 0 && this.#inflight === 0) return;
-      if (claimed === 0) await this.#nap(5);
+      const done = (await fireDueTimers(this.db, this.logics)) + (await this.#claim());
+      if (done === 0 && this.#inflight === 0) return;
+      if (done === 0) await this.#nap(5);
     }
   }
 
   async #run(): Promise<void> {
     while (this.#running) {
-      let claimed = 0;
+      let done = 0;
       try {
-        claimed = await this.#claim();
-      } catch {
-        // the database is away (restart, network); keep polling until it is back
+        done = (await fireDueTimers(this.db, this.logics)) + (await this.#claim());
+      } catch (err) {
+        // the database is away (restart, network): keep polling until it is back
+        this.observer.onError?.(null, err);
       }
-      if (claimed === 0 || this.#inflight >= this.concurrency) await this.#nap(this.pollMs);
+      if (done === 0 || this.#inflight >= this.concurrency) await this.#nap(this.pollMs);
     }
   }
 
@@ -129,9 +136,11 @@ export class WorkerPool {
     for (;;) {
       const { instance } = stored;
       const logic = await this.logics.get(instance.env, instance.logicHash);
-      const outcome = await this.#withHeartbeat(instance.id, token, () => executeAttempt(logic, instance, this.executors));
+      const outcome = await this.#withHeartbeat(instance.id, token, () => executeAttempt(logic, instance, this.executors, this.tokens));
       const t = await onOutcome(logic, instance, outcome);
-      const keep = this.#running && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
+      const keep = !this.#stopping && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
+      // handing over: the next attempt is prepared, any worker may claim it
+      if (!keep && t.instance.state === 'processing') t.instance.state = 'pending';
       const committed = await this.#commit(stored, t, keep ? { token, ttlMs: this.leaseMs } : null);
       this.observer.onTransition?.(stored.instance, t, committed);
       if (!committed || !keep) return;

@@ -32,7 +32,10 @@ export async function commitTransition(c: Client, from: Stored, t: Transition, o
     WHERE id = $1 AND row_version = $2 AND state = $12
     RETURNING id, env_id
   ),${effectsSql({ inserts: 13, finishes: 14, outbox: 15, timers: 16 })},
-  nt AS (SELECT pg_notify('flow_work', '') FROM w WHERE $17::boolean)
+  nt AS (SELECT pg_notify('flow_work', '') FROM w WHERE $17::boolean),
+  -- an instance that has ended waits for nothing: drop its unfired timers
+  clr AS (DELETE FROM timers t USING w WHERE t.workflow_id = w.id AND t.fired_at IS NULL
+          AND $3 IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered'))
   SELECT (SELECT count(*) FROM w)::int AS n, (SELECT count(*) FROM nt) AS notified`;
   const res = await c.query<{ n: number }>(sql, [
     to.id,

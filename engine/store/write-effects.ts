@@ -29,8 +29,9 @@ export function effectsSql(p: { inserts: number; finishes: number; outbox: numbe
   ),
   tm AS (
     INSERT INTO timers (env_id, id, workflow_id, purpose, fire_at, payload)
-    SELECT w.env_id, gen_random_uuid(), w.id, t.purpose, now() + t."delayMs" * interval '1 millisecond', t.payload
-    FROM w, jsonb_to_recordset($${p.timers}::jsonb) AS t(purpose text, "delayMs" float8, payload jsonb)
+    SELECT w.env_id, gen_random_uuid(), w.id, t.purpose,
+           coalesce(t.at, now() + t."delayMs" * interval '1 millisecond'), jsonb_build_object('seq', t.seq)
+    FROM w, jsonb_to_recordset($${p.timers}::jsonb) AS t(purpose text, "delayMs" float8, at timestamptz, seq int)
   )`;
 }
 

@@ -95,6 +95,7 @@ CREATE TABLE timers (
   fired_at    timestamptz
 );
 CREATE INDEX timers_due ON timers (fire_at) WHERE fired_at IS NULL;
+CREATE INDEX timers_workflow ON timers (workflow_id);
 
 CREATE TABLE outbox (
   env_id          text        NOT NULL,

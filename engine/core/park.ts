@@ -1,0 +1,46 @@
+import type { StepOfKind } from '../../contracts/index.ts';
+import { durationMs } from './durations.ts';
+import { evaluate } from './expressions.ts';
+import type { JsonValue } from './instance.ts';
+import { keys } from './retry.ts';
+import type { Draft } from './transition.ts';
+
+/**
+ * Parking: the instance writes a `parked` attempt and goes to `waiting`, costing nothing in
+ * memory. What wakes it is a row too: a timer (delay, deadline), a resume (decision) or a
+ * callback (async proxy step); each names the parked attempt by its `seq`, so a late or
+ * duplicate wake-up for an attempt that is already over changes nothing.
+ */
+function parkAttempt(d: Draft, name: string, input: JsonValue): number {
+  const { id, generation } = d.instance;
+  const idempotencyKey = keys.step(id, name, generation);
+  const attempt = d.nextAttempt(name);
+  const seq = d.insertAttempt({ step: name, attempt, kind: 'step', state: 'parked', input, output: null, error: null, idempotencyKey });
+  d.ctx.running = { seq, kind: 'step', step: name, attempt, budgetStart: attempt, generation, input, idempotencyKey };
+  d.instance.state = 'waiting';
+  return seq;
+}
+
+export async function enterDecision(d: Draft, name: string, step: StepOfKind<'decision'>, input: JsonValue): Promise<void> {
+  const seq = parkAttempt(d, name, input);
+  // no deadline, no timer: a decision waits as long as it takes unless the definition says otherwise
+  if (step.deadline !== undefined) {
+    d.commands.push({ type: 'timer', purpose: 'deadline', delayMs: durationMs(step.deadline), at: null, seq });
+  }
+}
+
+/** A delay parks until its timer; `until` must evaluate to an ISO timestamp. */
+export async function enterDelay(d: Draft, name: string, step: StepOfKind<'delay'>, input: JsonValue): Promise<string | null> {
+  let at: string | null = null;
+  if (step.until !== undefined) {
+    const value = await evaluate(step.until, d.instance);
+    if (typeof value !== 'string' || Number.isNaN(Date.parse(value))) {
+      return `until evaluated to ${JSON.stringify(value)}, not an ISO timestamp`;
+    }
+    at = new Date(value).toISOString();
+  }
+  const seq = parkAttempt(d, name, input);
+  const delayMs = step.duration === undefined ? null : durationMs(step.duration);
+  d.commands.push({ type: 'timer', purpose: 'delay', delayMs, at, seq });
+  return null;
+}

@@ -1,0 +1,142 @@
+import { type LogicVersion, statesAllowing, type TransitionCause } from '../../contracts/index.ts';
+import { Refused } from './errors.ts';
+import { enter, prepareNextCompensation } from './flow.ts';
+import type { Instance, JsonValue } from './instance.ts';
+import { schemaProblems } from './schemas.ts';
+import { Draft, type Transition } from './transition.ts';
+import { handOff } from './wake.ts';
+
+/**
+ * Operator verbs (DESIGN.md §5) as pure decisions. Each refuses — changing nothing — when the
+ * transition table does not let its cause leave the instance's state, or its arguments do not fit.
+ */
+function draftFor(logic: LogicVersion, inst: Instance, cause: TransitionCause): Draft {
+  const allowed = statesAllowing(cause);
+  if (!allowed.includes(inst.state)) {
+    throw new Refused('FLOW_VERB_NOT_ALLOWED', `${cause} is not allowed on a ${inst.state} instance (allowed: ${allowed.join(', ')})`);
+  }
+  return new Draft(logic, inst, cause);
+}
+
+/** Closes the attempt left running or parked, so history shows it was overtaken by the verb. */
+function supersedeRunning(d: Draft): void {
+  const running = d.ctx.running;
+  if (running !== null) d.finishAttempt(running, 'superseded', null, null);
+  d.ctx.running = null;
+}
+
+function failedCompensation(inst: Instance): number {
+  return inst.ctx.compensations.findIndex((r) => r.state === 'failed');
+}
+
+/** Re-runs what failed — the step, or the compensation that dead-lettered — with a fresh attempt budget. */
+export async function retry(logic: LogicVersion, inst: Instance): Promise<Transition> {
+  const d = draftFor(logic, inst, 'verb.retry');
+  d.instance.error = null;
+  const failed = failedCompensation(inst);
+  if (failed >= 0) {
+    d.ctx.compensations[failed]!.state = 'registered';
+    await prepareNextCompensation(d);
+    return d.done();
+  }
+  const step = inst.currentStep;
+  if (step === null) throw new Refused('FLOW_NOTHING_TO_RETRY', `workflow ${inst.id} has no failed step`);
+  await enter(d, step);
+  return handOff(d);
+}
+
+export interface RewindArgs {
+  /** The step to run again; it and everything after it re-run under a new generation. */
+  step: string;
+  /**
+   * Replacement input. At the start step it replaces the workflow input (checked against the
+   * input schema); at any other step it replaces that step's evaluated input.
+   */
+  input?: JsonValue;
+}
+
+/**
+ * `repair` and `replayFrom`: bump the generation (rotating the idempotency keys of everything that
+ * re-runs), forget outputs from `step` on, and enter `step` again. Earlier history stays.
+ * Compensations already registered stay registered: their effects happened and may need undoing.
+ */
+export async function rewind(logic: LogicVersion, inst: Instance, cause: 'verb.repair' | 'verb.replay_from', args: RewindArgs): Promise<Transition> {
+  const d = draftFor(logic, inst, cause);
+  if (logic.steps[args.step] === undefined) throw new Refused('FLOW_UNKNOWN_STEP', `${logic.logicId}@${logic.version} has no step ${args.step}`, 422);
+  const replaceWorkflowInput = args.input !== undefined && args.step === logic.start;
+  if (replaceWorkflowInput) {
+    const problems = schemaProblems(logic.input, args.input);
+    if (problems.length > 0) throw new Refused('FLOW_INPUT_INVALID', `repair input breaks the input schema: ${problems.join('; ')}`, 422);
+    d.instance.input = args.input as JsonValue;
+  }
+  supersedeRunning(d);
+  const cut = d.ctx.order.indexOf(args.step);
+  const forgotten = cut < 0 ? [] : d.ctx.order.slice(cut);
+  for (const s of forgotten) delete d.ctx.outputs[s];
+  d.ctx.order = cut < 0 ? d.ctx.order : d.ctx.order.slice(0, cut);
+  d.ctx.attempts = {};
+  d.ctx.decision = null;
+  d.ctx.unwindTo = null;
+  d.instance.generation += 1;
+  d.instance.error = null;
+  d.instance.output = null;
+  const override = args.input !== undefined && !replaceWorkflowInput ? { input: args.input } : undefined;
+  await enter(d, args.step, override);
+  return handOff(d);
+}
+
+export interface CancelArgs {
+  reason: string;
+  /** Run registered compensations (last first) before ending as `cancelled`. (Default: false) */
+  compensate?: boolean;
+}
+
+export async function cancel(logic: LogicVersion, inst: Instance, args: CancelArgs): Promise<Transition> {
+  const d = draftFor(logic, inst, 'verb.cancel');
+  supersedeRunning(d);
+  d.instance.error = { code: 'CANCELLED', message: args.reason };
+  const toUndo = d.ctx.compensations.some((r) => r.state !== 'succeeded');
+  if (args.compensate === true && toUndo) {
+    d.ctx.unwindTo = 'cancelled';
+    await prepareNextCompensation(d);
+    return d.done();
+  }
+  d.instance.state = 'cancelled';
+  return d.done();
+}
+
+export interface ForceCompleteArgs {
+  step: string;
+  output: JsonValue;
+}
+
+/**
+ * Marks the stuck step done with the given output and lets the flow go on. On an instance that
+ * dead-lettered while compensating, it marks that compensation done and unwinding continues.
+ */
+export async function forceComplete(logic: LogicVersion, inst: Instance, args: ForceCompleteArgs): Promise<Transition> {
+  const d = draftFor(logic, inst, 'verb.force_complete');
+  const failed = failedCompensation(inst);
+  if (failed >= 0) {
+    const reg = d.ctx.compensations[failed]!;
+    if (reg.step !== args.step) throw new Refused('FLOW_WRONG_STEP', `the failed compensation is ${reg.step}, not ${args.step}`);
+    reg.state = 'succeeded';
+    reg.error = null;
+    d.instance.error = null;
+    await prepareNextCompensation(d);
+    return d.done();
+  }
+  if (inst.currentStep !== args.step) {
+    throw new Refused('FLOW_WRONG_STEP', `workflow ${inst.id} is stuck at ${inst.currentStep}, not ${args.step}`);
+  }
+  const schema = logic.steps[args.step]?.output;
+  const problems = schema === undefined ? [] : schemaProblems(schema, args.output);
+  if (problems.length > 0) throw new Refused('FLOW_STEP_OUTPUT_INVALID', `output breaks the schema of ${args.step}: ${problems.join('; ')}`, 422);
+  const running = d.ctx.running;
+  if (running !== null) d.finishAttempt(running, 'succeeded', args.output, null);
+  d.ctx.running = null;
+  d.instance.error = null;
+  d.setOutput(args.step, args.output);
+  await enter(d, logic.steps[args.step]!.next ?? null);
+  return handOff(d);
+}

@@ -1,0 +1,99 @@
+import type { LogicVersion, StepOutcome } from '../../contracts/index.ts';
+import { Refused } from './errors.ts';
+import { enter, failWorkflow, onOutcome } from './flow.ts';
+import type { Approver, Instance, JsonValue } from './instance.ts';
+import { schemaProblems } from './schemas.ts';
+import { Draft, type Transition } from './transition.ts';
+
+export interface ResumeArgs {
+  step: string;
+  option: string;
+  payload?: JsonValue;
+  approver: Approver;
+}
+
+/** Ends a parked attempt with `output` and runs on; a wake-up leaves new work to any worker. */
+async function runOn(d: Draft, output: JsonValue, next: string | null): Promise<Transition> {
+  const running = d.ctx.running!;
+  d.finishAttempt(running, 'succeeded', output, null);
+  d.setOutput(running.step, output);
+  d.ctx.running = null;
+  await enter(d, next);
+  return handOff(d);
+}
+
+export function handOff(d: Draft): Transition {
+  if (d.instance.state === 'processing') d.instance.state = 'pending';
+  return d.done();
+}
+
+/**
+ * An approver answers a decision. Refused, changing nothing, when the instance is not parked on
+ * that decision (wrong step, already answered), the option is not offered, the payload breaks the
+ * decision's schema, or the approver lacks `approverScope` — checked now, at execution time.
+ */
+export async function onResume(logic: LogicVersion, inst: Instance, args: ResumeArgs): Promise<Transition> {
+  const running = inst.ctx.running;
+  const step = running === null ? undefined : logic.steps[running.step];
+  if (inst.state !== 'waiting' || running === null || step?.kind !== 'decision') {
+    throw new Refused('FLOW_NOT_AWAITING_DECISION', `workflow ${inst.id} is ${inst.state} and not parked on a decision`);
+  }
+  if (running.step !== args.step) {
+    throw new Refused('FLOW_WRONG_STEP', `workflow ${inst.id} awaits a decision on ${running.step}, not ${args.step}`);
+  }
+  if (!step.options.includes(args.option)) {
+    throw new Refused('FLOW_BAD_OPTION', `option "${args.option}" is not one of ${step.options.join(', ')}`, 422);
+  }
+  const problems = step.schema === undefined ? [] : schemaProblems(step.schema, args.payload ?? null);
+  if (problems.length > 0) {
+    throw new Refused('FLOW_DECISION_PAYLOAD_INVALID', `decision payload breaks the schema of ${args.step}: ${problems.join('; ')}`, 422);
+  }
+  if (step.approverScope !== undefined && !args.approver.scopes.includes(step.approverScope)) {
+    throw new Refused('FLOW_APPROVER_FORBIDDEN', `${args.approver.subject} lacks scope ${step.approverScope} to decide ${args.step}`, 403);
+  }
+  const d = new Draft(logic, inst, 'verb.resume');
+  const decision = { option: args.option, payload: args.payload ?? null, approvedBy: args.approver.subject };
+  d.ctx.decision = decision;
+  d.ctx.approvedBy = args.approver;
+  return runOn(d, decision, step.next ?? null);
+}
+
+/**
+ * A timer fired. Returns null when it is stale: the attempt it was set for is already over
+ * (answered before its deadline, cancelled, rewound), so firing it must change nothing.
+ */
+export async function onTimer(logic: LogicVersion, inst: Instance, timer: { purpose: string; seq: number }): Promise<Transition | null> {
+  const running = inst.ctx.running;
+  if (inst.state !== 'waiting' || running === null || running.seq !== timer.seq) return null;
+  const step = logic.steps[running.step]!;
+  if (timer.purpose === 'delay') return runOn(new Draft(logic, inst, 'resumed'), running.input, step.next ?? null);
+
+  const d = new Draft(logic, inst, 'deadline_expired');
+  const error = { code: 'DEADLINE_EXCEEDED', message: `no decision on ${running.step} before its deadline`, step: running.step };
+  d.finishAttempt(running, 'failed', null, error);
+  d.ctx.running = null;
+  if (step.kind === 'decision' && step.onTimeout !== undefined) {
+    d.setOutput(running.step, { error });
+    await enter(d, step.onTimeout);
+    return handOff(d);
+  }
+  await failWorkflow(d, error, { exhausted: false });
+  return d.done();
+}
+
+/**
+ * The owning service completes a step it had answered with 202 waiting. `seq` comes from the
+ * resume token; a token for an attempt that is over (a duplicate or stale completion) is refused.
+ */
+export async function onCallback(logic: LogicVersion, inst: Instance, seq: number, outcome: StepOutcome): Promise<Transition> {
+  const running = inst.ctx.running;
+  const kind = running === null ? undefined : logic.steps[running.step]?.kind;
+  if (inst.state !== 'waiting' || running?.seq !== seq || (kind !== 'proxy' && kind !== 'http')) {
+    throw new Refused('FLOW_STALE_TOKEN', `workflow ${inst.id} is no longer waiting for this completion`);
+  }
+  if (outcome.status === 'parked') throw new Refused('FLOW_BAD_COMPLETION', 'a completion must carry an output or an error', 422);
+  const t = await onOutcome(logic, inst, outcome);
+  t.cause = 'resumed';
+  if (t.instance.state === 'processing') t.instance.state = 'pending';
+  return t;
+}

@@ -1,0 +1,49 @@
+import type { LogicVersion } from '../../contracts/index.ts';
+import type { Instance } from '../core/instance.ts';
+import type { Transition } from '../core/transition.ts';
+import { insertAudit } from '../store/audit.ts';
+import { commitTransition } from '../store/commit-transition.ts';
+import type { Db } from '../store/db.ts';
+import { ConcurrentUpdate, NotFound } from '../store/errors.ts';
+import { loadWorkflow } from '../store/load-workflow.ts';
+import { inEnv } from '../store/tx.ts';
+import type { LogicCache } from './logic-cache.ts';
+
+export interface AuditOf {
+  verb: string;
+  actor: string;
+  reason: string | null;
+  args: unknown;
+}
+
+/**
+ * Applies one decision of the core to an instance outside the worker loop (a verb, a resume, a
+ * completion): read under a row lock, decide, commit guarded by row_version, audit — in one
+ * transaction. A worker that is mid-step on the same instance is fenced out by the row_version
+ * bump; a decision that throws leaves everything as it was.
+ */
+export async function mutateWorkflow(
+  db: Db,
+  logics: LogicCache,
+  env: string,
+  id: string,
+  decide: (logic: LogicVersion, inst: Instance) => Promise<Transition>,
+  audit?: AuditOf,
+): Promise<Transition> {
+  return inEnv(db, env, async (c) => {
+    const stored = await loadWorkflow(c, id, { forUpdate: true });
+    if (stored === null) throw new NotFound(`workflow ${id}`);
+    const logic = await logics.get(env, stored.instance.logicHash, c);
+    const t = await decide(logic, stored.instance);
+    if (!(await commitTransition(c, stored, t, { keepLease: null }))) throw new ConcurrentUpdate(id);
+    if (audit !== undefined) {
+      await insertAudit(c, { workflowId: id, env, ...audit, before: summary(stored.instance), after: summary(t.instance) });
+    }
+    return t;
+  });
+}
+
+/** What an audit row keeps of each side: enough to see what the verb changed. */
+export function summary(i: Instance) {
+  return { state: i.state, currentStep: i.currentStep, generation: i.generation, error: i.error, output: i.output };
+}

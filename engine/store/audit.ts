@@ -1,0 +1,42 @@
+import type { Client } from './tx.ts';
+
+export interface AuditEntry {
+  workflowId: string;
+  env: string;
+  verb: string;
+  actor: string;
+  reason: string | null;
+  args: unknown;
+  before: unknown;
+  after: unknown;
+}
+
+export async function insertAudit(c: Client, e: AuditEntry): Promise<void> {
+  await c.query(
+    `INSERT INTO audit (env_id, workflow_id, verb, actor, reason, args, before, after) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    [e.env, e.workflowId, e.verb, e.actor, e.reason, JSON.stringify(e.args ?? {}), JSON.stringify(e.before), JSON.stringify(e.after)],
+  );
+}
+
+export interface AuditRow {
+  verb: string;
+  actor: string;
+  reason: string | null;
+  args: unknown;
+  before: unknown;
+  after: unknown;
+  at: Date;
+}
+
+export async function listAudit(c: Client, workflowId: string): Promise<AuditRow[]> {
+  const res = await c.query<AuditRow>('SELECT verb, actor, reason, args, before, after, at FROM audit WHERE workflow_id = $1 ORDER BY id', [
+    workflowId,
+  ]);
+  return res.rows;
+}
+
+/** Which env a workflow belongs to, read as the scheduler: callers never get to say. */
+export async function envOfWorkflow(c: Client, id: string): Promise<string | null> {
+  const res = await c.query<{ env_id: string }>('SELECT env_id FROM workflows WHERE id = $1', [id]);
+  return res.rows[0]?.env_id ?? null;
+}

@@ -1,0 +1,70 @@
+import type { FlowErrorBody, WorkflowState } from '../../contracts/index.ts';
+import type { Ctx } from '../core/instance.ts';
+import type { Client } from './tx.ts';
+
+export interface ListedInstance {
+  id: string;
+  logicId: string;
+  version: number;
+  state: WorkflowState;
+  currentStep: string | null;
+  error: FlowErrorBody | null;
+  /** Why it is listed: `dead_lettered`, `lease_expired`, `deadline_passed` or `pending_too_long`. */
+  reason: string;
+  updatedAt: string;
+  /** The full context snapshot: step outputs, the prepared attempt, the compensation stack. */
+  ctx: Ctx;
+}
+
+interface Row {
+  id: string;
+  logic_id: string;
+  version: number;
+  state: WorkflowState;
+  current_step: string | null;
+  error: FlowErrorBody | null;
+  reason: string;
+  updated_at: Date;
+  ctx: Ctx;
+}
+
+const toListed = (r: Row): ListedInstance => ({
+  id: r.id,
+  logicId: r.logic_id,
+  version: r.version,
+  state: r.state,
+  currentStep: r.current_step,
+  error: r.error,
+  reason: r.reason,
+  updatedAt: r.updated_at.toISOString(),
+  ctx: r.ctx,
+});
+
+export async function listDeadLettered(c: Client, limit = 100): Promise<ListedInstance[]> {
+  const res = await c.query<Row>(
+    `SELECT *, 'dead_lettered' AS reason FROM workflows WHERE state = 'dead_lettered' ORDER BY updated_at LIMIT $1`,
+    [limit],
+  );
+  return res.rows.map(toListed);
+}
+
+/**
+ * Instances that should be moving and are not: held by a worker whose lease ran out, waiting on a
+ * deadline timer that is overdue, or runnable for longer than `pendingForMs`.
+ */
+export async function listStuck(c: Client, args: { pendingForMs: number; limit?: number }): Promise<ListedInstance[]> {
+  const res = await c.query<Row>(
+    `SELECT w.*, 'lease_expired' AS reason FROM workflows w
+       WHERE w.state IN ('processing', 'compensating') AND w.lease_expires_at < now()
+     UNION ALL
+     SELECT w.*, 'deadline_passed' FROM workflows w
+       WHERE w.state = 'waiting' AND EXISTS (
+         SELECT 1 FROM timers t WHERE t.workflow_id = w.id AND t.fired_at IS NULL AND t.fire_at < now())
+     UNION ALL
+     SELECT w.*, 'pending_too_long' FROM workflows w
+       WHERE w.state = 'pending' AND w.run_at < now() - $1::float8 * interval '1 millisecond'
+     ORDER BY updated_at LIMIT $2`,
+    [args.pendingForMs, args.limit ?? 100],
+  );
+  return res.rows.map(toListed);
+}

@@ -1,0 +1,185 @@
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { Engine } from '../../engine/runtime/engine.ts';
+import { describeEachDriver } from '../support/db.ts';
+import { OPERATOR, settle, testEngine, uniqueLogic } from '../support/engine.ts';
+import { FakeService } from '../support/fake-service.ts';
+
+describeEachDriver('operator verbs', (getDb) => {
+  let svc: FakeService;
+  let engine: Engine;
+  let failCharge = true;
+  beforeAll(async () => {
+    svc = await new FakeService()
+      .on('/reserve', (r) => ({ status: 200, body: { id: `res-${(r.body as { n: number }).n}` } }))
+      .on('/release', () => ({ status: 200, body: { released: true } }))
+      .on('/charge', () => (failCharge ? { status: 422, body: { message: 'card declined' } } : { status: 200, body: { charged: true } }))
+      .on('/flaky', () => ({ status: 503 }))
+      .on('/notify', () => ({ status: 200, body: { sent: true } }))
+      .listen();
+    engine = testEngine(getDb(), svc);
+  });
+  afterAll(() => svc.close());
+
+  const flow = () =>
+    uniqueLogic({
+      start: 'reserve',
+      steps: {
+        reserve: {
+          kind: 'proxy',
+          handler: 'test',
+          path: '/reserve',
+          input: '{ "n": input.n }',
+          compensate: { kind: 'proxy', handler: 'test', path: '/release' },
+          next: 'charge',
+        },
+        charge: { kind: 'proxy', handler: 'test', path: '/charge', input: '{ "res": steps.reserve.id }', next: 'notify' },
+        notify: { kind: 'proxy', handler: 'test', path: '/notify' },
+      },
+    });
+
+  async function startFlow(logic = flow(), n = 1) {
+    await engine.publish(logic, 'test-env');
+    const { id } = await engine.start({ logicId: logic.logicId, input: { n }, env: 'test-env' });
+    await settle(engine);
+    return { id, logic };
+  }
+
+  it('repair rewinds to the step and rotates its idempotency key', async () => {
+    failCharge = true;
+    const { id } = await startFlow(flow(), 2);
+    expect((await engine.get(id, 'test-env')).state).toBe('compensated');
+    failCharge = false;
+    const before = svc.calls('/reserve').length;
+    const preview = await engine.ops.previewRepair(id, { rewindTo: 'reserve', input: { n: 3 } }, { ...OPERATOR, env: 'test-env' });
+    await engine.ops.repair(id, { rewindTo: 'reserve', input: { n: 3 } }, { ...OPERATOR, env: 'test-env', reason: 'card fixed' });
+    await settle(engine);
+    const record = await engine.get(id, 'test-env');
+    expect(record.state).toBe('completed');
+    expect(record.generation).toBe(1);
+    const reserveCalls = svc.calls('/reserve').slice(before);
+    expect(reserveCalls.map((c) => c.headers['idempotency-key'])).toEqual([`${id}:reserve:1`]);
+    expect(reserveCalls[0]?.body).toEqual({ n: 3 });
+    const reran = record.steps.filter((s) => s.generation === 1 && s.kind === 'step').map((s) => s.step);
+    expect(preview.steps.map((s) => s.step)).toEqual(reran);
+    expect(preview.steps.every((s) => s.callsOut && s.idempotencyKey?.endsWith(':1'))).toBe(true);
+    expect(preview.compensations).toEqual(['reserve']);
+    // earlier history stays
+    expect(record.steps.filter((s) => s.generation === 0).length).toBeGreaterThan(0);
+    const audit = await engine.ops.audit(id, { env: 'test-env' });
+    expect(audit.map((a) => [a.verb, a.actor, a.reason])).toEqual([['repair', 'ops@example.com', 'card fixed']]);
+    expect(audit[0]?.before).toMatchObject({ state: 'compensated', generation: 0 });
+    expect(audit[0]?.after).toMatchObject({ state: 'pending', generation: 1 });
+  });
+
+  it('replayFrom re-runs from a step with the original input under a new generation', async () => {
+    failCharge = false;
+    const { id } = await startFlow(flow(), 5);
+    const preview = await engine.ops.previewReplayFrom(id, { step: 'charge' }, { ...OPERATOR, env: 'test-env' });
+    await engine.ops.replayFrom(id, { step: 'charge' }, { ...OPERATOR, env: 'test-env' });
+    await settle(engine);
+    const record = await engine.get(id, 'test-env');
+    expect(record.state).toBe('completed');
+    const reran = record.steps.filter((s) => s.generation === 1).map((s) => s.step);
+    expect(reran).toEqual(['charge', 'notify']);
+    expect(preview.steps.map((s) => s.step)).toEqual(reran);
+    expect(svc.calls('/charge').at(-1)?.body).toEqual({ res: 'res-5' });
+  });
+
+  it('retry re-runs a dead-lettered step with a fresh attempt budget', async () => {
+    const logic = uniqueLogic({
+      start: 'flaky',
+      steps: { flaky: { kind: 'proxy', handler: 'test', path: '/flaky', retry: { maxAttempts: 2, initialMs: 0 } } },
+    });
+    const { id } = await startFlow(logic);
+    let record = await engine.get(id, 'test-env');
+    expect(record.state).toBe('dead_lettered');
+    expect(record.steps.map((s) => s.attempt)).toEqual([1, 2]);
+    const dead = await engine.ops.listDeadLettered({ env: 'test-env' });
+    expect(dead.find((d) => d.id === id)?.ctx.order).toEqual([]);
+    await engine.ops.retry(id, { ...OPERATOR, env: 'test-env' });
+    await settle(engine);
+    record = await engine.get(id, 'test-env');
+    expect(record.state).toBe('dead_lettered');
+    expect(record.steps.map((s) => s.attempt)).toEqual([1, 2, 3, 4]);
+    expect(new Set(record.steps.map((s) => s.idempotencyKey))).toEqual(new Set([`${id}:flaky:0`]));
+  });
+
+  it('force-complete marks a dead-lettered step done and the flow goes on', async () => {
+    const logic = uniqueLogic({
+      start: 'flaky',
+      steps: {
+        flaky: { kind: 'proxy', handler: 'test', path: '/flaky', retry: { maxAttempts: 1 }, next: 'after' },
+        after: { kind: 'pass', input: '{ "got": steps.flaky.v }' },
+      },
+    });
+    const { id } = await startFlow(logic);
+    await engine.ops.forceComplete(id, { step: 'flaky', output: { v: 42 } }, { ...OPERATOR, env: 'test-env' });
+    const record = await engine.get(id, 'test-env');
+    expect(record.state).toBe('completed');
+    expect(record.output).toEqual({ got: 42 });
+  });
+
+  it('cancel with compensate unwinds registered compensations and ends cancelled', async () => {
+    const logic = uniqueLogic({
+      start: 'reserve',
+      steps: {
+        reserve: {
+          kind: 'proxy',
+          handler: 'test',
+          path: '/reserve',
+          input: '{ "n": 9 }',
+          compensate: { kind: 'proxy', handler: 'test', path: '/release' },
+          next: 'approve',
+        },
+        approve: { kind: 'decision', options: ['ok'] },
+      },
+    });
+    const { id } = await startFlow(logic);
+    expect((await engine.get(id, 'test-env')).state).toBe('waiting');
+    await engine.ops.cancel(id, { reason: 'customer asked', compensate: true }, { ...OPERATOR, env: 'test-env' });
+    await settle(engine);
+    const record = await engine.get(id, 'test-env');
+    expect(record.state).toBe('cancelled');
+    expect(record.error).toEqual({ code: 'CANCELLED', message: 'customer asked' });
+    expect(record.compensations).toEqual([{ step: 'reserve', state: 'succeeded', attempts: 1, error: null }]);
+    expect(record.steps.find((s) => s.step === 'approve')?.state).toBe('superseded');
+  });
+
+  it('refuses a verb the state does not allow, changing nothing and auditing nothing', async () => {
+    failCharge = false;
+    const { id } = await startFlow(flow());
+    const before = await engine.get(id, 'test-env');
+    await expect(engine.ops.retry(id, { ...OPERATOR, env: 'test-env' })).rejects.toMatchObject({ code: 'FLOW_VERB_NOT_ALLOWED' });
+    await expect(engine.ops.cancel(id, { reason: 'x' }, { ...OPERATOR, env: 'test-env' })).rejects.toMatchObject({
+      code: 'FLOW_VERB_NOT_ALLOWED',
+    });
+    await expect(engine.ops.forceComplete(id, { step: 'notify', output: null }, { ...OPERATOR, env: 'test-env' })).rejects.toMatchObject({
+      code: 'FLOW_VERB_NOT_ALLOWED',
+    });
+    await expect(engine.ops.repair(id, { rewindTo: 'nope' }, { ...OPERATOR, env: 'test-env' })).rejects.toMatchObject({
+      code: 'FLOW_VERB_NOT_ALLOWED',
+    });
+    await expect(engine.ops.replayFrom(id, { step: 'nope' }, { ...OPERATOR, env: 'test-env' })).rejects.toMatchObject({
+      code: 'FLOW_UNKNOWN_STEP',
+    });
+    expect(await engine.get(id, 'test-env')).toEqual(before);
+    expect(await engine.ops.audit(id, { env: 'test-env' })).toEqual([]);
+  });
+
+  it('refuses a verb from an actor without the operator scope', async () => {
+    const { id } = await startFlow(flow());
+    await expect(
+      engine.ops.replayFrom(id, { step: 'reserve' }, { actor: { subject: 'intern', scopes: [] }, env: 'test-env' }),
+    ).rejects.toMatchObject({ code: 'FLOW_FORBIDDEN', status: 403 });
+  });
+
+  it('repair at the start step validates the replacement input against the input schema', async () => {
+    failCharge = true;
+    const logic = { ...flow() };
+    const strict = uniqueLogic({ ...logic, input: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] } });
+    const { id } = await startFlow(strict);
+    await expect(
+      engine.ops.repair(id, { rewindTo: 'reserve', input: { n: 'three' } }, { ...OPERATOR, env: 'test-env' }),
+    ).rejects.toMatchObject({ code: 'FLOW_INPUT_INVALID' });
+  });
+});

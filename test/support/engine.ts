@@ -1,0 +1,31 @@
+import type { LogicVersion } from '../../contracts/index.ts';
+import { Engine } from '../../engine/runtime/engine.ts';
+import type { Db } from '../../engine/store/db.ts';
+import { advanceClock } from '../../engine/store/timers.ts';
+import { asScheduler } from '../../engine/store/tx.ts';
+import { makeLogic } from '../contracts/helpers.ts';
+import type { FakeService } from './fake-service.ts';
+
+export const OPERATOR = { actor: { subject: 'ops@example.com', scopes: ['flow:operate'] } };
+
+/** An engine on `db` whose `test` handler points at the fake service; workers are driven by `drain()`. */
+export function testEngine(db: Db, svc: FakeService): Engine {
+  return new Engine({ db, env: 'test-env', executors: { handlers: new Map([['TEST', { url: svc.url }]]) } });
+}
+
+/** Runs every due timer and runnable instance to rest, like a worker would, without sleeping. */
+export async function settle(engine: Engine): Promise<void> {
+  await engine.workers.drain();
+}
+
+/** Moves the database's notion of "due" forward by `ms` and settles. */
+export async function advance(engine: Engine, ms: number): Promise<void> {
+  await asScheduler(engine.db, (c) => advanceClock(c, ms));
+  await settle(engine);
+}
+
+let counter = 0;
+/** A fresh logicId per call, so tests in one schema never collide. */
+export function uniqueLogic(parts: Omit<Partial<LogicVersion>, 'logicId'> & Pick<LogicVersion, 'steps' | 'start'>): LogicVersion {
+  return makeLogic({ ...parts, logicId: `t.flow${++counter}` });
+}
