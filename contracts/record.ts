@@ -19,6 +19,8 @@ export type AttemptState = z.infer<typeof AttemptState>;
 
 export const StepAttempt = z.object({
   step: z.string(),
+  /** `compensation` for the runs that undo a step. */
+  kind: z.enum(['step', 'compensation']),
   attempt: z.int().min(1),
   generation: z.int().min(0),
   state: AttemptState,
