@@ -1,0 +1,39 @@
+import { FlowError } from '../contracts/errors.ts';
+import { RUN_USAGE, runCommand } from './commands/run.ts';
+
+type Command = (argv: string[]) => Promise<number>;
+
+/** Commands load lazily: `s8flow run` should not pay for the compiler's ts-morph. */
+const COMMANDS: Record<string, { usage: string; load: () => Promise<Command> }> = {
+  run: { usage: RUN_USAGE, load: async () => runCommand },
+  start: {
+    usage: 's8flow start [--workers N] [--concurrency N] [--artifacts DIR]   (needs DATABASE_URL)',
+    load: async () => (await import('./commands/start.ts')).startCommand,
+  },
+  compile: {
+    usage: 's8flow compile [dir] [--out dist/flow] [--watch] [--update-lock]',
+    load: async () => (await import('./commands/compile.ts')).compileCommand,
+  },
+  publish: {
+    usage: 's8flow publish --to <dir> [--from dist/flow]',
+    load: async () => (await import('./commands/publish.ts')).publishCommand,
+  },
+};
+
+export async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  const command = name === undefined ? undefined : COMMANDS[name];
+  if (command === undefined) {
+    process.stderr.write(`usage:\n${Object.values(COMMANDS).map((c) => `  ${c.usage}`).join('\n')}\n`);
+    return name === undefined || name === '--help' ? 0 : 2;
+  }
+  try {
+    return await (await command.load())(rest);
+  } catch (err) {
+    if (err instanceof FlowError) {
+      process.stderr.write(`s8flow ${name}: ${err.message} [${err.code}]\n`);
+      return err.code === 'CLI_USAGE' ? 2 : 1;
+    }
+    throw err;
+  }
+}
