@@ -1,0 +1,158 @@
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { Engine } from '../../engine/runtime/engine.ts';
+import { describeEachDriver } from '../support/db.ts';
+import { advance, OPERATOR, settle, testEngine, uniqueLogic } from '../support/engine.ts';
+import { FakeService } from '../support/fake-service.ts';
+
+const APPROVER = { subject: 'alice', scopes: ['payments:approve'] };
+const HOUR = 3_600_000;
+
+describeEachDriver('waiting: decisions, timers, callbacks', (getDb) => {
+  let svc: FakeService;
+  let engine: Engine;
+  beforeAll(async () => {
+    svc = await new FakeService()
+      .on('/capture', () => ({ status: 200, body: { captured: true } }))
+      .on('/slow', () => ({ status: 202, body: { status: 'waiting' } }))
+      .listen();
+    engine = testEngine(getDb(), svc);
+  });
+  afterAll(() => svc.close());
+
+  async function start(logic: ReturnType<typeof uniqueLogic>, input: unknown = {}) {
+    await engine.publish(logic, 'test-env');
+    const { id } = await engine.start({ logicId: logic.logicId, input, env: 'test-env' });
+    await settle(engine);
+    return id;
+  }
+  const get = (id: string) => engine.get(id, 'test-env');
+  const resume = (id: string, args: Parameters<Engine['resume']>[1]) => engine.resume(id, args, { env: 'test-env' });
+
+  const approval = (extra = {}) =>
+    uniqueLogic({
+      start: 'approve',
+      steps: {
+        approve: {
+          kind: 'decision',
+          options: ['approve', 'reject'],
+          approverScope: 'payments:approve',
+          schema: { type: 'object', properties: { note: { type: 'string' } }, required: ['note'] },
+          next: 'route',
+          ...extra,
+        },
+        route: { kind: 'choice', branches: [{ when: "decision.option = 'approve'", next: 'capture' }], otherwise: 'rejected' },
+        capture: { kind: 'proxy', handler: 'test', path: '/capture', input: '{ "note": steps.approve.payload.note }' },
+        rejected: { kind: 'fail', code: 'REJECTED' },
+      },
+    });
+
+  it('a decision parks until an approver with the scope resumes it; the decision flows on', async () => {
+    const id = await start(approval());
+    expect((await get(id)).state).toBe('waiting');
+    const record = await resume(id, { step: 'approve', option: 'approve', payload: { note: 'ok' }, approver: APPROVER });
+    await settle(engine);
+    const done = await get(id);
+    expect(done.state).toBe('completed');
+    expect(svc.calls('/capture').at(-1)?.headers['x-flow-approved-by']).toBe('alice');
+    expect(svc.calls('/capture').at(-1)?.body).toEqual({ note: 'ok' });
+    expect(record.steps[0]?.output).toEqual({ option: 'approve', payload: { note: 'ok' }, approvedBy: 'alice' });
+    const audit = await engine.ops.audit(id, { env: 'test-env' });
+    expect(audit.map((a) => [a.verb, a.actor])).toEqual([['resume', 'alice']]);
+  });
+
+  it('refuses a wrong step, an unknown option, a bad payload, a missing scope and a second resume', async () => {
+    const id = await start(approval());
+    const before = await get(id);
+    const ok = { step: 'approve', option: 'approve', payload: { note: 'x' }, approver: APPROVER };
+    await expect(resume(id, { ...ok, step: 'capture' })).rejects.toMatchObject({ code: 'FLOW_WRONG_STEP' });
+    await expect(resume(id, { ...ok, option: 'maybe' })).rejects.toMatchObject({ code: 'FLOW_BAD_OPTION' });
+    await expect(resume(id, { ...ok, payload: { note: 1 } })).rejects.toMatchObject({ code: 'FLOW_DECISION_PAYLOAD_INVALID' });
+    await expect(resume(id, { ...ok, approver: { subject: 'bob', scopes: [] } })).rejects.toMatchObject({
+      code: 'FLOW_APPROVER_FORBIDDEN',
+    });
+    expect(await get(id)).toEqual(before);
+    await resume(id, { ...ok, option: 'reject' });
+    await expect(resume(id, ok)).rejects.toMatchObject({ code: 'FLOW_NOT_AWAITING_DECISION' });
+    await settle(engine);
+    expect((await get(id)).error?.code).toBe('REJECTED');
+  });
+
+  it('a decision has no deadline by default and fails with DEADLINE_EXCEEDED once one passes', async () => {
+    const open = await start(approval());
+    const timed = await start(approval({ deadline: 'PT1H' }));
+    await advance(engine, HOUR - 60_000);
+    expect((await get(timed)).state).toBe('waiting');
+    await advance(engine, 120_000);
+    expect((await get(timed)).state).toBe('failed');
+    expect((await get(timed)).error?.code).toBe('DEADLINE_EXCEEDED');
+    await advance(engine, 1000 * HOUR);
+    expect((await get(open)).state).toBe('waiting');
+  });
+
+  it('an expired deadline follows onTimeout when the decision names one', async () => {
+    const logic = uniqueLogic({
+      start: 'approve',
+      steps: {
+        approve: { kind: 'decision', options: ['ok'], deadline: 'PT5M', onTimeout: 'escalate' },
+        escalate: { kind: 'pass', input: '{ "escalated": steps.approve.error.code }' },
+      },
+    });
+    const id = await start(logic);
+    await advance(engine, 5 * 60_000);
+    const record = await get(id);
+    expect(record.state).toBe('completed');
+    expect(record.output).toEqual({ escalated: 'DEADLINE_EXCEEDED' });
+  });
+
+  it('a delay waits for its timer on the database clock, then runs on', async () => {
+    const logic = uniqueLogic({
+      start: 'wait',
+      steps: { wait: { kind: 'delay', duration: 'PT10M', next: 'after' }, after: { kind: 'pass', input: '"done"' } },
+    });
+    const id = await start(logic);
+    await advance(engine, 5 * 60_000);
+    expect((await get(id)).state).toBe('waiting');
+    await advance(engine, 5 * 60_000);
+    expect((await get(id)).output).toBe('done');
+  });
+
+  it('a delay until an expression timestamp in the past fires at once', async () => {
+    const logic = uniqueLogic({ start: 'wait', steps: { wait: { kind: 'delay', until: 'input.at' } } });
+    const id = await start(logic, { at: '2020-01-01T00:00:00Z' });
+    await settle(engine);
+    expect((await get(id)).state).toBe('completed');
+  });
+
+  it('a 202 waiting answer parks; the service completes it once with the resume token', async () => {
+    const logic = uniqueLogic({
+      start: 'slow',
+      steps: { slow: { kind: 'proxy', handler: 'test', path: '/slow', next: 'after' }, after: { kind: 'pass', input: 'steps.slow' } },
+    });
+    const id = await start(logic);
+    expect((await get(id)).state).toBe('waiting');
+    const token = svc.calls('/slow').at(-1)?.headers['x-flow-resume-token'] as string;
+    expect(token.startsWith(id)).toBe(true);
+    await expect(engine.complete(`${token.slice(0, -2)}xx`, { output: {} })).rejects.toMatchObject({ code: 'FLOW_BAD_TOKEN' });
+    const results = await Promise.allSettled([
+      engine.complete(token, { output: { shipped: 1 } }),
+      engine.complete(token, { output: { shipped: 2 } }),
+    ]);
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    expect(results.find((r) => r.status === 'rejected')).toMatchObject({ reason: { code: 'FLOW_STALE_TOKEN' } });
+    await settle(engine);
+    const record = await get(id);
+    expect(record.state).toBe('completed');
+    expect([{ shipped: 1 }, { shipped: 2 }]).toContainEqual(record.output);
+    expect(record.steps.filter((s) => s.step === 'slow').map((s) => s.state)).toEqual(['succeeded']);
+  });
+
+  it('cancelling a waiting instance removes its timers', async () => {
+    const id = await start(approval({ deadline: 'P1D' }));
+    const timers = async () =>
+      (await getDb().pool.query('SELECT count(*)::int AS n FROM timers WHERE workflow_id = $1 AND fired_at IS NULL', [id])).rows[0].n;
+    expect(await timers()).toBe(1);
+    await engine.ops.cancel(id, { reason: 'no longer needed' }, { ...OPERATOR, env: 'test-env' });
+    expect(await timers()).toBe(0);
+    expect((await get(id)).state).toBe('cancelled');
+  });
+});
