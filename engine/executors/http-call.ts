@@ -1,3 +1,5 @@
+import http from 'node:http';
+import https from 'node:https';
 import type { StepOutcome } from '../../contracts/index.ts';
 
 export interface HttpCall {
@@ -13,31 +15,25 @@ const MAX_ERROR_BODY = 500;
 /**
  * Makes one HTTP call and classifies the answer (DESIGN.md §3, contract): 2xx succeeds with the
  * JSON body (or null); 202 `{"status":"waiting"}` parks; 408, 429, 5xx, network errors and
- * timeouts are transient (honouring Retry-After); any other 4xx is permanent. Node's fetch keeps
- * connections alive between calls.
+ * timeouts are transient (honouring Retry-After); any other 4xx is permanent.
  */
 export async function callHttp(call: HttpCall): Promise<StepOutcome> {
-  let res: Response;
+  let res: { status: number; headers: Record<string, string | string[] | undefined>; text: string };
   try {
-    res = await fetch(call.url, {
-      method: call.method,
-      headers: call.method === 'GET' ? call.headers : { 'content-type': 'application/json', ...call.headers },
-      body: call.method === 'GET' ? undefined : JSON.stringify(call.body ?? null),
-      signal: AbortSignal.timeout(call.timeoutMs),
-    });
+    res = await send(call);
   } catch (err) {
-    const e = err as Error;
-    const timedOut = e.name === 'TimeoutError' || e.name === 'AbortError';
+    const e = err as Error & { code?: string };
+    const timedOut = e.name === 'TimeoutError' || e.name === 'AbortError' || e.code === 'ABORT_ERR';
     return {
       status: 'failed',
       retryable: true,
       error: timedOut
         ? { code: 'STEP_TIMEOUT', message: `no answer from ${call.method} ${call.url} within ${call.timeoutMs} ms` }
-        : { code: 'NETWORK_ERROR', message: `${call.method} ${call.url}: ${causeMessage(e)}` },
+        : { code: 'NETWORK_ERROR', message: `${call.method} ${call.url}: ${e.code ?? e.message}` },
     };
   }
-  const text = await res.text();
-  if (res.status >= 200 && res.status < 300) {
+  const { status, text } = res;
+  if (status >= 200 && status < 300) {
     let body: unknown = null;
     if (text.trim() !== '') {
       try {
@@ -46,21 +42,50 @@ export async function callHttp(call: HttpCall): Promise<StepOutcome> {
         return {
           status: 'failed',
           retryable: false,
-          error: { code: 'BAD_RESPONSE', message: `${call.method} ${call.url} answered ${res.status} with a body that is not JSON`, status: res.status },
+          error: { code: 'BAD_RESPONSE', message: `${call.method} ${call.url} answered ${status} with a body that is not JSON`, status },
         };
       }
     }
-    if (res.status === 202 && (body as { status?: unknown } | null)?.status === 'waiting') return { status: 'parked' };
+    if (status === 202 && (body as { status?: unknown } | null)?.status === 'waiting') return { status: 'parked' };
     return { status: 'succeeded', output: body };
   }
-  const transient = res.status === 408 || res.status === 429 || res.status >= 500;
-  const retryAfterMs = parseRetryAfter(res.headers.get('retry-after'));
+  const transient = status === 408 || status === 429 || status >= 500;
+  const retryAfter = res.headers['retry-after'];
+  const retryAfterMs = parseRetryAfter(typeof retryAfter === 'string' ? retryAfter : null);
   return {
     status: 'failed',
     retryable: transient,
     ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
-    error: { code: `HTTP_${res.status}`, message: errorMessage(call, res.status, text), status: res.status },
+    error: { code: `HTTP_${status}`, message: errorMessage(call, status, text), status },
   };
+}
+
+// node:http with keep-alive agents: measured here at well under half the CPU per call of fetch.
+const agents = { 'http:': new http.Agent({ keepAlive: true }), 'https:': new https.Agent({ keepAlive: true }) };
+
+function send(call: HttpCall): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string }> {
+  const url = new URL(call.url);
+  const body = call.method === 'GET' ? undefined : JSON.stringify(call.body ?? null);
+  const headers: Record<string, string> = { ...call.headers };
+  if (body !== undefined) {
+    headers['content-type'] = 'application/json';
+    headers['content-length'] = String(Buffer.byteLength(body));
+  }
+  const lib = url.protocol === 'https:' ? https : http;
+  return new Promise((resolve, reject) => {
+    const req = lib.request(
+      url,
+      { method: call.method, headers, agent: agents[url.protocol as 'http:'], signal: AbortSignal.timeout(call.timeoutMs) },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
 }
 
 function errorMessage(call: HttpCall, status: number, text: string): string {
@@ -79,9 +104,4 @@ export function parseRetryAfter(value: string | null): number | undefined {
   if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
   const at = Date.parse(value);
   return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
-}
-
-function causeMessage(e: Error): string {
-  const cause = (e as { cause?: { code?: string; message?: string } }).cause;
-  return cause?.code ?? cause?.message ?? e.message;
 }

@@ -5,7 +5,7 @@ import { claimWorkflows, heartbeat } from '../store/claim-workflows.ts';
 import { commitTransition } from '../store/commit-transition.ts';
 import type { Db } from '../store/db.ts';
 import type { Stored } from '../store/rows.ts';
-import { asScheduler, inEnv } from '../store/tx.ts';
+import { asScheduler } from '../store/tx.ts';
 import { executeAttempt } from './execute-attempt.ts';
 import type { LogicCache } from './logic-cache.ts';
 import type { ResumeTokens } from './resume-tokens.ts';
@@ -153,7 +153,8 @@ export class WorkerPool {
     // guard turns a second application into a no-op (it then reports false: fenced).
     for (let attempt = 1; ; attempt++) {
       try {
-        return await inEnv(this.db, from.instance.env, (c) => commitTransition(c, from, t, { keepLease }));
+        // one statement, one round trip: commit_transition() scopes itself to the instance's env
+        return await commitTransition(this.db, from, t, { keepLease });
       } catch (err) {
         if ((err as { code?: string }).code === 'FLOW_TRANSITION_REFUSED' || attempt >= 20) throw err;
         await sleep(Math.min(2000, 50 * 2 ** attempt));

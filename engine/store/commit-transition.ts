@@ -1,9 +1,9 @@
 import { isAllowedTransition } from '../../contracts/index.ts';
 import type { Transition } from '../core/transition.ts';
+import type { Db } from './db.ts';
 import { TransitionRefused } from './errors.ts';
 import type { Stored } from './rows.ts';
 import type { Client } from './tx.ts';
-import { effectsParams, effectsSql } from './write-effects.ts';
 
 export interface CommitOptions {
   /** Keep (and extend) the lease: this worker goes straight on with the next prepared attempt. */
@@ -11,47 +11,48 @@ export interface CommitOptions {
 }
 
 /**
- * Writes a transition as ONE statement: the workflow row (guarded by its row_version — the fence
- * that shuts out a worker whose lease was taken, and a verb that lost a race) and, joined to it,
- * the step_runs rows, outbox rows and timers. Returns false when the guard matched no row: the
- * caller lost and must re-read; nothing was written.
+ * Writes a transition with `commit_transition()` (migration 0002): the workflow row guarded by
+ * row_version and state — the fence that shuts out a worker whose lease was taken, and a verb
+ * that lost a race — with the step_runs, outbox and timer rows joined to it. Returns false when
+ * the guard matched no row: the caller lost and must re-read; nothing was written.
+ *
+ * Pass a client inside a transaction; pass the Db to commit on its own, in one round trip.
  */
-export async function commitTransition(c: Client, from: Stored, t: Transition, opts: CommitOptions): Promise<boolean> {
+export async function commitTransition(on: Client | Db, from: Stored, t: Transition, opts: CommitOptions): Promise<boolean> {
   const to = t.instance;
   if (!isAllowedTransition(from.instance.state, t.cause, to.state)) {
     throw new TransitionRefused(to.id, from.instance.state, t.cause, to.state);
   }
-  const runnable = (to.state === 'pending' || to.state === 'compensating') && opts.keepLease === null;
-  const sql = `
-  WITH w AS (
-    UPDATE workflows SET state = $3, output = $4, current_step = $5, error = $6, generation = $7, ctx = $8,
-      row_version = row_version + 1, updated_at = now(),
-      run_at = now() + coalesce($9::float8, 0) * interval '1 millisecond',
-      lease_token = $10::uuid,
-      lease_expires_at = CASE WHEN $10::uuid IS NULL THEN NULL ELSE now() + $11::float8 * interval '1 millisecond' END
-    WHERE id = $1 AND row_version = $2 AND state = $12
-    RETURNING id, env_id
-  ),${effectsSql({ inserts: 13, finishes: 14, outbox: 15, timers: 16 })},
-  nt AS (SELECT pg_notify('flow_work', '') FROM w WHERE $17::boolean),
-  -- an instance that has ended waits for nothing: drop its unfired timers
-  clr AS (DELETE FROM timers t USING w WHERE t.workflow_id = w.id AND t.fired_at IS NULL
-          AND $3 IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered'))
-  SELECT (SELECT count(*) FROM w)::int AS n, (SELECT count(*) FROM nt) AS notified`;
-  const res = await c.query<{ n: number }>(sql, [
-    to.id,
-    from.rowVersion,
-    to.state,
-    JSON.stringify(to.output),
-    to.currentStep,
-    to.error === null ? null : JSON.stringify(to.error),
-    to.generation,
-    JSON.stringify(to.ctx),
-    t.runAfterMs,
-    opts.keepLease?.token ?? null,
-    opts.keepLease?.ttlMs ?? 0,
-    from.instance.state,
-    ...effectsParams(t),
-    runnable,
-  ]);
+  const param = {
+    ...effectsParam(t),
+    env: to.env,
+    id: to.id,
+    rowVersion: from.rowVersion,
+    fromState: from.instance.state,
+    state: to.state,
+    output: to.output,
+    currentStep: to.currentStep,
+    error: to.error,
+    generation: to.generation,
+    ctx: to.ctx,
+    runAfterMs: t.runAfterMs,
+    leaseToken: opts.keepLease?.token ?? null,
+    leaseMs: opts.keepLease?.ttlMs ?? 0,
+    notify: (to.state === 'pending' || to.state === 'compensating') && opts.keepLease === null,
+  };
+  const queryable = 'pool' in on ? on.pool : on;
+  const res = await queryable.query<{ n: number }>('SELECT commit_transition($1::jsonb) AS n', [JSON.stringify(param)]);
   return res.rows[0]!.n === 1;
+}
+
+/** The rows besides the workflow row that a transition writes, as `write_effects()` reads them. */
+export function effectsParam(t: Transition) {
+  return {
+    state: t.instance.state,
+    inserts: t.attempts.filter((a) => a.op === 'insert'),
+    finishes: t.attempts.filter((a) => a.op === 'finish'),
+    outbox: t.commands.filter((c) => c.type === 'outbox'),
+    timers: t.commands.filter((c) => c.type === 'timer'),
+    notify: t.instance.state === 'pending' || t.instance.state === 'compensating',
+  };
 }

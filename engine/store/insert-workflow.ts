@@ -1,6 +1,6 @@
 import type { Transition } from '../core/transition.ts';
+import { effectsParam } from './commit-transition.ts';
 import type { Client } from './tx.ts';
-import { effectsParams, effectsSql } from './write-effects.ts';
 
 /**
  * Inserts a new instance together with its first transition (the first step prepared, or pure
@@ -9,40 +9,38 @@ import { effectsParams, effectsSql } from './write-effects.ts';
  */
 export async function insertWorkflow(c: Client, t: Transition, idempotencyKey: string | null): Promise<{ id: string; created: boolean }> {
   const i = t.instance;
-  const sql = `
-  WITH w AS (
-    INSERT INTO workflows (id, env_id, domain, logic_id, version, logic_hash, state, input, output, current_step, error,
-                           generation, ctx, correlation_id, idempotency_key, parent_id, branch_index, run_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-            now() + coalesce($18::float8, 0) * interval '1 millisecond')
-    ON CONFLICT (env_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id, env_id
-  ),${effectsSql({ inserts: 19, finishes: 20, outbox: 21, timers: 22 })},
-  nt AS (SELECT pg_notify('flow_work', '') FROM w WHERE $7 IN ('pending', 'compensating'))
-  SELECT (SELECT id FROM w) AS id, (SELECT count(*) FROM nt) AS notified`;
-  const res = await c.query<{ id: string | null }>(sql, [
-    i.id,
-    i.env,
-    i.domain,
-    i.logicId,
-    i.version,
-    i.logicHash,
-    i.state,
-    JSON.stringify(i.input),
-    JSON.stringify(i.output),
-    i.currentStep,
-    i.error === null ? null : JSON.stringify(i.error),
-    i.generation,
-    JSON.stringify(i.ctx),
-    i.correlationId,
-    idempotencyKey,
-    i.parentId,
-    i.branchIndex,
-    t.runAfterMs,
-    ...effectsParams(t),
-  ]);
-  const id = res.rows[0]?.id ?? null;
-  if (id !== null) return { id, created: true };
-  const existing = await c.query<{ id: string }>('SELECT id FROM workflows WHERE idempotency_key = $1', [idempotencyKey]);
-  return { id: existing.rows[0]!.id, created: false };
+  const res = await c.query<{ id: string }>(
+    `INSERT INTO workflows (id, env_id, domain, logic_id, version, logic_hash, state, input, output, current_step, error,
+                            generation, ctx, correlation_id, idempotency_key, parent_id, branch_index, run_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+             now() + coalesce($18::float8, 0) * interval '1 millisecond')
+     ON CONFLICT (env_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+     RETURNING id`,
+    [
+      i.id,
+      i.env,
+      i.domain,
+      i.logicId,
+      i.version,
+      i.logicHash,
+      i.state,
+      JSON.stringify(i.input),
+      JSON.stringify(i.output),
+      i.currentStep,
+      i.error === null ? null : JSON.stringify(i.error),
+      i.generation,
+      JSON.stringify(i.ctx),
+      i.correlationId,
+      idempotencyKey,
+      i.parentId,
+      i.branchIndex,
+      t.runAfterMs,
+    ],
+  );
+  if (res.rows.length === 0) {
+    const existing = await c.query<{ id: string }>('SELECT id FROM workflows WHERE idempotency_key = $1', [idempotencyKey]);
+    return { id: existing.rows[0]!.id, created: false };
+  }
+  await c.query('SELECT write_effects($1, $2, $3::jsonb)', [i.id, i.env, JSON.stringify(effectsParam(t))]);
+  return { id: i.id, created: true };
 }

@@ -1,0 +1,152 @@
+/**
+ * Engine throughput against the commit rate Postgres allows, measured in one run on one server
+ * (issue "Engine core", Performance). Prints a table; asserts nothing.
+ *
+ *   npm run bench            (starts a throw-away Postgres 15 unless DATABASE_URL is set)
+ */
+import { performance } from 'node:perf_hooks';
+import pg from 'pg';
+import type { LogicVersion, StepDef } from '../contracts/index.ts';
+import { callHttp } from '../engine/executors/http-call.ts';
+import { Engine } from '../engine/runtime/engine.ts';
+import { type Db, openDb } from '../engine/store/db.ts';
+import { dropSchema, migrate } from '../engine/store/migrate.ts';
+import { makeLogic } from '../test/contracts/helpers.ts';
+import { fmt, minimalService, percentile, pool, xactCommits } from './support.ts';
+
+const url = process.env['DATABASE_URL'];
+if (!url) throw new Error('set DATABASE_URL (npm run bench starts a Postgres for you)');
+const CONCURRENCY = Number(process.env['BENCH_CONCURRENCY'] ?? 16);
+const WORKFLOWS = Number(process.env['BENCH_WORKFLOWS'] ?? 1000);
+const STEPS = 10;
+const out = (s: string) => process.stdout.write(`${s}\n`);
+
+function chain(kind: 'pass' | 'proxy'): LogicVersion {
+  const steps: Record<string, StepDef> = {};
+  for (let i = 0; i < STEPS; i++) {
+    const next = i + 1 < STEPS ? { next: `s${i + 1}` } : {};
+    steps[`s${i}`] = kind === 'pass' ? { kind: 'pass', ...next } : { kind: 'proxy', path: '/step', ...next };
+  }
+  return makeLogic({ logicId: `bench.${kind}`, domain: 'bench', start: 's0', steps });
+}
+
+/** The baseline: what node-postgres does with the same shape of transaction at the same concurrency. */
+async function rawCommits(total: number): Promise<number> {
+  const p = new pg.Pool({ connectionString: url, max: CONCURRENCY });
+  await p.query('DROP TABLE IF EXISTS bench_raw_t, bench_raw_log');
+  await p.query('CREATE TABLE bench_raw_t (id int PRIMARY KEY, state text, ctx jsonb, v bigint)');
+  await p.query('CREATE TABLE bench_raw_log (id int, seq int, payload jsonb, PRIMARY KEY (id, seq))');
+  await p.query(`INSERT INTO bench_raw_t SELECT g, 'pending', '{}', 0 FROM generate_series(0, ${CONCURRENCY - 1}) g`);
+  const t0 = performance.now();
+  await pool(total, CONCURRENCY, async (i) => {
+    const c = await p.connect();
+    try {
+      await c.query('BEGIN');
+      await c.query('UPDATE bench_raw_t SET state = $2, ctx = $3, v = v + 1 WHERE id = $1', [i % CONCURRENCY, 'processing', JSON.stringify({ i })]);
+      await c.query('INSERT INTO bench_raw_log VALUES ($1, $2, $3)', [i % CONCURRENCY, i, JSON.stringify({ out: 'ok' })]);
+      await c.query('COMMIT');
+    } finally {
+      c.release();
+    }
+  });
+  const rate = total / ((performance.now() - t0) / 1000);
+  await p.query('DROP TABLE bench_raw_t, bench_raw_log');
+  await p.end();
+  return rate;
+}
+
+/** HTTP cost alone: the same calls, with the engine's own HTTP client, at the same concurrency. */
+async function httpOnly(serviceUrl: string, total: number): Promise<{ rate: number; p50: number }> {
+  const lat: number[] = [];
+  const t0 = performance.now();
+  await pool(total, CONCURRENCY, async () => {
+    const s = performance.now();
+    await callHttp({ method: 'POST', url: `${serviceUrl}/step`, headers: {}, body: {}, timeoutMs: 10_000 });
+    lat.push(performance.now() - s);
+  });
+  lat.sort((a, b) => a - b);
+  return { rate: total / ((performance.now() - t0) / 1000), p50: percentile(lat, 50) };
+}
+
+async function freshEngine(serviceUrl: string): Promise<{ db: Db; engine: Engine }> {
+  const db = await openDb(url, { schema: `bench_${Date.now()}`, poolSize: CONCURRENCY + 4 });
+  await migrate(db);
+  const engine = new Engine({
+    db,
+    executors: { handlers: new Map([['BENCH', { url: serviceUrl }]]) },
+    worker: { concurrency: CONCURRENCY, pollMs: 20 },
+  });
+  return { db, engine };
+}
+
+async function throughput(kind: 'pass' | 'proxy', serviceUrl: string) {
+  const { db, engine } = await freshEngine(serviceUrl);
+  const logic = chain(kind);
+  await engine.publish(logic);
+  const commits0 = await xactCommits(url!);
+  const t0 = performance.now();
+  await engine.workers.start();
+  const ids: string[] = [];
+  await pool(WORKFLOWS, CONCURRENCY, async () => {
+    ids.push((await engine.start({ logicId: logic.logicId, input: {} })).id);
+  });
+  for (;;) {
+    const r = await db.pool.query(`SELECT count(*)::int AS n FROM workflows WHERE state = 'completed'`);
+    if (r.rows[0].n === WORKFLOWS) break;
+    await new Promise((res) => setTimeout(res, 10));
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  await engine.close();
+  await dropSchema(db);
+  await db.close();
+  const commits = (await xactCommits(url!)) - commits0;
+  const steps = WORKFLOWS * STEPS;
+  return { stepsPerSec: steps / seconds, commitsPerStep: commits / steps, seconds };
+}
+
+/** One workflow alone, step after step: the latency the engine adds to each step. */
+async function soloLatency(serviceUrl: string) {
+  // the HTTP call's own latency when nothing else runs, to subtract from each step
+  const alone: number[] = [];
+  for (let i = 0; i < 300; i++) {
+    const s = performance.now();
+    await callHttp({ method: 'POST', url: `${serviceUrl}/step`, headers: {}, body: {}, timeoutMs: 10_000 });
+    alone.push(performance.now() - s);
+  }
+  const httpP50 = percentile(alone.sort((a, b) => a - b), 50);
+  const { db, engine } = await freshEngine(serviceUrl);
+  const logic = chain('proxy');
+  await engine.publish(logic);
+  await engine.workers.start();
+  const perStep: number[] = [];
+  for (let run = 0; run < 30; run++) {
+    const { id } = await engine.start({ logicId: logic.logicId, input: {} });
+    const r = await engine.settled(id, undefined, 1);
+    if (r.state !== 'completed') throw new Error(`solo run ended ${r.state}`);
+    const finished = r.steps.map((s) => Date.parse(s.finishedAt!));
+    for (let i = 1; i < finished.length; i++) perStep.push(finished[i]! - finished[i - 1]! - httpP50);
+  }
+  await engine.close();
+  await dropSchema(db);
+  await db.close();
+  perStep.sort((a, b) => a - b);
+  return { p50: percentile(perStep, 50), p99: percentile(perStep, 99), httpP50 };
+}
+
+const service = await minimalService();
+out(`engine bench: ${WORKFLOWS} concurrent workflows × ${STEPS} steps, concurrency ${CONCURRENCY}, Postgres ${url.replace(/\/\/.*@/, '//…@')}`);
+const raw = await rawCommits(WORKFLOWS * 5);
+const http = await httpOnly(service.url, WORKFLOWS * 5);
+const passRun = await throughput('pass', service.url);
+const proxyRun = await throughput('proxy', service.url);
+const solo = await soloLatency(service.url);
+await service.close();
+
+out('');
+out(`raw node-postgres UPDATE+INSERT transactions   ${fmt(raw)} tx/s`);
+out(`minimal HTTP service alone                      ${fmt(http.rate)} calls/s  (p50 ${fmt(http.p50, 2)} ms)`);
+out(`engine, pass steps (folded into one commit)     ${fmt(passRun.stepsPerSec)} steps/s  ${fmt(passRun.commitsPerStep, 2)} commits/step`);
+out(`engine, proxy steps (one commit each)           ${fmt(proxyRun.stepsPerSec)} steps/s  ${fmt(proxyRun.commitsPerStep, 2)} commits/step`);
+out(`ratio engine(proxy)/raw                         ${fmt(proxyRun.stepsPerSec / raw, 2)}`);
+out(`ratio engine(proxy)/raw, HTTP cost removed      ${fmt(1 / (1 / proxyRun.stepsPerSec - 1 / http.rate) / raw, 2)}`);
+out(`added latency per step, one workflow alone      p50 ${fmt(solo.p50, 2)} ms   p99 ${fmt(solo.p99, 2)} ms  (HTTP alone p50 ${fmt(solo.httpP50, 2)} ms subtracted)`);
