@@ -1,0 +1,166 @@
+// Runs one step module once, inside a worker thread. Plain JavaScript so that
+// Node loads it without a TypeScript loader; types are in protocol.ts.
+import createPlugin from '@extism/extism';
+import { jsonEqual } from './json-equal.mjs';
+
+/** @typedef {import('./protocol.ts').RunTask} RunTask */
+/** @typedef {import('./protocol.ts').WorkerOutcome} WorkerOutcome */
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+/**
+ * How the AssemblyScript runtime words a request for more memory than can
+ * exist (as reported through the guest library's abort handler). Matching
+ * text is the only signal: the allocator has no error code.
+ */
+const OUT_OF_MEMORY = /^(Allocation too large|Invalid length) \(at ~lib\//;
+
+/** Thrown from a host function to stop the module; carries the outcome of the run. */
+class HostStop extends Error {
+  /** @param {WorkerOutcome} outcome */
+  constructor(outcome) {
+    super(outcome.kind);
+    this.outcome = outcome;
+  }
+}
+
+/**
+ * Instantiates a fresh plugin (so no state survives from an earlier run, and a
+ * rerun starts from scratch) and calls the export. Host calls answer from
+ * `task.recorded` synchronously; the first unrecorded one throws HostStop,
+ * which Extism propagates out of `plugin.call` unchanged on this thread.
+ * @param {RunTask} task
+ * @param {(level: string, message: string) => void} log
+ * @returns {Promise<WorkerOutcome>}
+ */
+export async function runModule(task, log) {
+  const state = { calls: 0, allocated: 0, /** @type {WorkerOutcome | null} */ stop: null };
+  /** @param {WorkerOutcome} outcome */
+  const stop = (outcome) => {
+    state.stop ??= outcome;
+    throw new HostStop(state.stop);
+  };
+  const fail = (/** @type {string} */ code, /** @type {string} */ message) => stop({ kind: 'failed', code, message });
+
+  /** @type {Record<string, (ctx: any, addr: bigint) => bigint>} */
+  const user = {};
+  for (const importName of task.declaredImports) {
+    user[importName] = (ctx, addr) => {
+      if (state.stop) throw new HostStop(state.stop);
+      const n = state.calls++;
+      const request = readJson(ctx, addr);
+      if (request === undefined) {
+        fail('FUNC_BAD_HOST_REQUEST', `host call ${n} (${importName}): the request is not UTF-8 JSON`);
+      }
+      const recorded = task.recorded[n];
+      if (recorded === undefined) return stop({ kind: 'suspended', call: { n, importName, request } });
+      if (recorded.importName !== importName || !jsonEqual(recorded.request, request)) {
+        fail('FUNC_REPLAY_DIVERGED', divergence(n, recorded, importName, request));
+      }
+      return ctx.store(JSON.stringify(recorded.response ?? null));
+    };
+  }
+
+  const functions = {
+    'extism:host/user': user,
+    'extism:host/env': {
+      /** Extism 1.0.3 keeps these blocks in host memory, outside the module's own cap. */
+      alloc: (/** @type {any} */ ctx, /** @type {bigint} */ size) => {
+        state.allocated += Number(size);
+        if (state.allocated > task.maxHostAllocBytes) {
+          fail('FUNC_MEMORY', `module allocated more than ${task.maxHostAllocBytes} bytes of Extism host memory in one run`);
+        }
+        return ctx.alloc(size);
+      },
+      error_set: (/** @type {any} */ ctx, /** @type {bigint} */ addr) => {
+        const message = ctx.read(addr)?.text() ?? 'module reported an error';
+        fail(OUT_OF_MEMORY.test(message) ? 'FUNC_MEMORY' : 'FUNC_TRAP', message);
+      },
+      http_request: () => {
+        fail('FUNC_TRAP', 'Extism http_request is disabled; reach services through a declared host function');
+      },
+    },
+    env: {
+      'Date.now': () => task.clock.nowMs,
+      seed: () => task.clock.seed,
+    },
+  };
+  const logger = {
+    debug: (/** @type {string} */ m) => log('debug', m),
+    info: (/** @type {string} */ m) => log('info', m),
+    warn: (/** @type {string} */ m) => log('warn', m),
+    error: (/** @type {string} */ m) => log('error', m),
+  };
+
+  /** @type {import('@extism/extism').Plugin | null} */
+  let plugin = null;
+  try {
+    // Instantiation runs the module's start function, which may already trap or call the host.
+    plugin = await createPlugin(
+      { wasm: [{ module: task.module }] },
+      { useWasi: false, functions, logger: /** @type {Console} */ (/** @type {unknown} */ (logger)) },
+    );
+    const output = await plugin.call(task.exportName, task.inputJson);
+    if (state.stop) return state.stop; // the module caught our exception and carried on
+    if (state.calls < task.recorded.length) {
+      return failed('FUNC_REPLAY_DIVERGED', `module finished after ${state.calls} host calls, but ${task.recorded.length} are recorded`);
+    }
+    return parseOutput(output, state.calls);
+  } catch (err) {
+    if (state.stop) return state.stop;
+    return fromThrown(err);
+  } finally {
+    await plugin?.reset();
+    await plugin?.close();
+  }
+}
+
+/** @param {any} ctx @param {bigint} addr */
+function readJson(ctx, addr) {
+  const block = ctx.read(addr);
+  if (block === null) return undefined;
+  try {
+    return JSON.parse(utf8.decode(block.bytes()));
+  } catch {
+    return undefined;
+  }
+}
+
+/** @param {import('@extism/extism').PluginOutput | null} output @param {number} calls @returns {WorkerOutcome} */
+function parseOutput(output, calls) {
+  if (output === null || output.byteLength === 0) {
+    return failed('FUNC_BAD_OUTPUT', 'module set no output; end the export with writeOutput(json)');
+  }
+  try {
+    return { kind: 'done', output: JSON.parse(utf8.decode(output.bytes())), calls };
+  } catch (err) {
+    return failed('FUNC_BAD_OUTPUT', `module output is not UTF-8 JSON (${errorMessage(err)}); write it with writeOutput(json)`);
+  }
+}
+
+/** @param {unknown} err @returns {WorkerOutcome} */
+function fromThrown(err) {
+  const message = errorMessage(err);
+  if (err instanceof WebAssembly.RuntimeError) {
+    const frame = /wasm-function\[(\d+)\]/.exec(err.stack ?? '');
+    return { kind: 'trap', message, funcIndex: frame ? Number(frame[1]) : null };
+  }
+  if (err instanceof RangeError && /call stack/i.test(message)) return failed('FUNC_TRAP', `stack overflow: ${message}`);
+  if (err instanceof RangeError) return failed('FUNC_MEMORY', `host memory for the module ran out: ${message}`);
+  return failed('FUNC_TRAP', message);
+}
+
+/** @param {number} n @param {{importName: string, request: unknown}} recorded @param {string} importName @param {unknown} request */
+function divergence(n, recorded, importName, request) {
+  const show = (/** @type {unknown} */ v) => JSON.stringify(v).slice(0, 200);
+  return `host call ${n} is ${importName}(${show(request)}) but the record has ${recorded.importName}(${show(recorded.request)}); the module is not deterministic or changed under the same hash`;
+}
+
+/** @param {string} code @param {string} message @returns {WorkerOutcome} */
+function failed(code, message) {
+  return { kind: 'failed', code, message };
+}
+
+/** @param {unknown} err */
+function errorMessage(err) {
+  return err instanceof Error ? err.message : String(err);
+}

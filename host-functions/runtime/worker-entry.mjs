@@ -1,0 +1,27 @@
+// Entry of a Sentin8:Func worker thread. Plain JavaScript: a Worker does not
+// inherit the TypeScript loader of its parent (vitest, tsx), so Node must be
+// able to load this file and everything it imports on its own.
+import { parentPort } from 'node:worker_threads';
+import createPlugin from '@extism/extism';
+import { runModule } from './run-module.mjs';
+
+if (parentPort === null) throw new Error('worker-entry.mjs must run in a worker thread');
+const port = parentPort;
+
+// The first createPlugin in a process costs ~20 ms (Node loads undici lazily);
+// pay it before reporting ready, so it never counts against a run's timeout.
+const empty = new WebAssembly.Module(new Uint8Array([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00]));
+await (await createPlugin({ wasm: [{ module: empty }] }, { useWasi: false })).close();
+
+port.on('message', async (/** @type {import('./protocol.ts').RunTask} */ task) => {
+  const log = (/** @type {string} */ level, /** @type {string} */ message) =>
+    port.postMessage({ type: 'log', id: task.id, level, message });
+  let outcome;
+  try {
+    outcome = await runModule(task, log);
+  } catch (err) {
+    outcome = { kind: 'failed', code: 'FUNC_WORKER_CRASHED', message: err instanceof Error ? err.message : String(err) };
+  }
+  port.postMessage({ type: 'result', id: task.id, outcome });
+});
+port.postMessage({ type: 'ready' });
