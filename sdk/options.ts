@@ -1,0 +1,195 @@
+import type { z } from 'zod';
+import type { RetryPolicy, Target } from '../contracts/logic-version.ts';
+import type { ItemContext, Mapping, StepContext, TriggerContext } from './context.ts';
+
+/**
+ * Any zod schema. The core type, not `z.ZodType`: checking a schema against the classic class is
+ * structural and costs the type checker about a second per call site; the core type is cheap.
+ */
+export type Schema = z.core.$ZodType;
+/** The schema assumed when a step declares none: its output is `unknown`. */
+export type UnknownSchema = z.core.$ZodType<unknown, unknown>;
+/** The JSON a schema accepts: what the engine stores (zod defaults and transforms do not run there). */
+export type Json<S extends Schema> = z.input<S>;
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/**
+ * Retry policy for transient failures (408, 429, 5xx, network errors, timeouts).
+ * Every field is optional: `maxAttempts` (Default: 3), `initialMs` (Default: 200), `factor`
+ * (Default: 2), `maxMs` (Default: 30000).
+ */
+export type RetryOptions = RetryPolicy;
+
+/** Options every step kind accepts. */
+export interface RoutingOptions {
+  /**
+   * The step to run next; `null` ends the workflow here.
+   * (Default: the step declared right after this one, or the end for the last step)
+   */
+  next?: string | null;
+  /** The step to route to when this step fails for good, instead of compensating. (Default: none) */
+  onError?: string;
+  /** Retry policy for transient failures. (Default: 3 attempts, 200 ms doubling up to 30 s) */
+  retry?: RetryOptions;
+  /** Time limit of one attempt in milliseconds. (Default: the engine's limit for the kind) */
+  timeoutMs?: number;
+}
+
+/** Options of steps that take an input. */
+export interface InputOptions<Ctx> extends RoutingOptions {
+  /** The step's input, mapped from the context. (Default: the workflow input) */
+  input?: Mapping<Ctx>;
+}
+
+/** A compensation: the side effect that undoes a step; registered before the step runs. */
+export type Compensation<Ctx, Mods extends string> =
+  | {
+      kind: 'proxy';
+      /** Path on the handler's base URL, starting with `/`. */
+      path: string;
+      /** (Default: POST) */
+      method?: HttpMethod;
+      /** Handler profile name. (Default: the workflow's domain) */
+      handler?: string;
+      /** Request body. (Default: the workflow input) */
+      input?: Mapping<Ctx>;
+      /** (Default: the step retry defaults) */
+      retry?: RetryOptions;
+    }
+  | {
+      kind: 'http';
+      method: HttpMethod;
+      /** A literal `https://…` URL or a mapping that returns one. */
+      url: string | Mapping<Ctx, string>;
+      headers?: Readonly<Record<string, string>>;
+      input?: Mapping<Ctx>;
+      retry?: RetryOptions;
+    }
+  | {
+      kind: 'func';
+      /** A module declared with `.module()`. */
+      module: Mods;
+      /** (Default: "run") */
+      export?: string;
+      input?: Mapping<Ctx>;
+      retry?: RetryOptions;
+    };
+
+/** Options of steps with side effects, which may register a compensation. */
+export interface SideEffectOptions<Ctx, CompCtx, Mods extends string, Out extends Schema> extends InputOptions<Ctx> {
+  /** Undoes this step when the workflow fails or is cancelled with compensation. (Default: none) */
+  compensate?: Compensation<CompCtx, Mods>;
+  /** Schema of the step's output: types `steps.<name>` for later steps. (Default: unknown) */
+  output?: Out;
+}
+
+export interface ProxyOptions<Ctx, CompCtx, Mods extends string, Out extends Schema>
+  extends SideEffectOptions<Ctx, CompCtx, Mods, Out> {
+  /** Path on the handler's base URL, starting with `/`. @example "/funds/reserve" */
+  path: string;
+  /** (Default: POST) */
+  method?: HttpMethod;
+  /** Handler profile name. (Default: the workflow's domain) */
+  handler?: string;
+}
+
+export interface HttpOptions<Ctx, CompCtx, Mods extends string, Out extends Schema>
+  extends SideEffectOptions<Ctx, CompCtx, Mods, Out> {
+  method: HttpMethod;
+  /** A literal `http(s)://` URL, or a mapping returning one. The host must be on the engine's allowlist. */
+  url: string | Mapping<Ctx, string>;
+  /** (Default: none) */
+  headers?: Readonly<Record<string, string>>;
+}
+
+export interface FuncOptions<Ctx, CompCtx, Mods extends string, Out extends Schema>
+  extends SideEffectOptions<Ctx, CompCtx, Mods, Out> {
+  /** A module declared with `.module()` before this step. */
+  module: Mods;
+  /** The module export to call. (Default: "run") */
+  export?: string;
+}
+
+export interface DecisionOptions<Ctx, Option extends string, Payload extends Schema> extends InputOptions<Ctx> {
+  /** The answers an approver can give. @example ["approve", "reject"] */
+  options: readonly [Option, ...Option[]];
+  /** Schema of the payload the approver sends with the option. (Default: any JSON) */
+  schema?: Payload;
+  /** Scope the approver must hold. (Default: the engine's decision scope) */
+  approverScope?: string;
+  /** ISO 8601 duration after which the decision times out. (Default: none — waits forever) */
+  deadline?: string;
+  /** The step to route to when the deadline passes. (Default: fail the workflow) */
+  onTimeout?: string;
+}
+
+/** A delay waits for a fixed `duration` or until the timestamp `until` returns. */
+export type DelayOptions<Ctx> = RoutingOptions &
+  (
+    | { /** ISO 8601 duration. @example "PT15M" */ duration: string; until?: never }
+    | { /** Returns an ISO 8601 timestamp. */ until: Mapping<Ctx, string>; duration?: never }
+  );
+
+export interface ChildrenOptions<In, Steps, Decision, Item, Out extends Schema> extends RoutingOptions {
+  /** logicId of the child workflow. */
+  logicId: string;
+  /** Pinned child version. (Default: the child's active version when spawned) */
+  version?: number;
+  /** The array to fan out over; one child per element. */
+  items: Mapping<StepContext<In, Steps, Decision>, readonly Item[]>;
+  /** Each child's input, mapped from one element (`item`) and its position (`index`). */
+  itemInput: Mapping<ItemContext<In, Steps, Decision, Item>>;
+  /** `fail_fast` fails on the first failed child; `all_settled` waits for all. (Default: "fail_fast") */
+  failurePolicy?: 'fail_fast' | 'all_settled';
+  /** Schema of one child's output; the step's output is the array of them. (Default: unknown) */
+  output?: Out;
+}
+
+export interface EmitOptions<Ctx> extends RoutingOptions {
+  /** Event name written to the outbox. @example "statement.generated" */
+  event: string;
+  /** The event payload. */
+  payload: Mapping<Ctx>;
+}
+
+export interface PassOptions<Ctx, R> extends RoutingOptions {
+  /** The step's output. (Default: the workflow input) */
+  input?: Mapping<Ctx, R>;
+}
+
+export interface ChoiceOptions<Ctx> {
+  /** Tried in order; the first whose `when` holds picks the next step. */
+  branches: readonly { when: Mapping<Ctx, boolean>; next: string }[];
+  /** The step when no branch holds. */
+  otherwise: string;
+}
+
+export interface FailOptions {
+  /** Stable error code recorded on the instance. @example "APPROVAL_REJECTED" */
+  code: string;
+  /** (Default: none) */
+  message?: string;
+}
+
+/** A WASM step module: prebuilt (`wasm`) or built from AssemblyScript (`assemblyScript`). */
+export type ModuleOptions = (
+  | { /** Path of a prebuilt `.wasm`, relative to the definition file. */ wasm: string; assemblyScript?: never }
+  | {
+      /** Entry file of an AssemblyScript module, relative to the definition file. */
+      assemblyScript: string;
+      wasm?: never;
+      /** Memory cap in 64 KiB pages. (Default: the module builder's default) */
+      maximumMemoryPages?: number;
+    }
+) & {
+  /** Host functions the module may call, each a proxy-back target. (Default: none) */
+  imports?: Readonly<Record<string, Target>>;
+};
+
+export interface TriggerOptions<Payload extends Schema, In> {
+  /** Schema of the event payload: types `event` in the mapping. (Default: unknown) */
+  payload?: Payload;
+  /** The workflow input built from the event. */
+  input: Mapping<TriggerContext<Json<Payload>>, In>;
+}
+

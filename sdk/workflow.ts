@@ -1,0 +1,88 @@
+import type { z } from 'zod';
+import { LOGIC_ID_PATTERN, STEP_NAME_PATTERN, type StepKind } from '../contracts/logic-version.ts';
+import { WORKFLOW_BRAND, type WorkflowBuilder } from './builder.ts';
+import { assembleDraft, type BuilderState } from './assemble.ts';
+import { FlowSdkError, SdkErrorCode } from './errors.ts';
+import type { Json, Schema } from './options.ts';
+
+/** The step map of a workflow without steps: no key may be read. */
+// biome-ignore lint/complexity/noBannedTypes: `{}` is the identity of the intersections that accumulate step outputs
+export type NoSteps = {};
+
+/** What identifies and types a workflow. */
+export interface WorkflowOptions<InSchema extends Schema> {
+  /** Stable id, `^[a-z][a-z0-9_.-]{0,127}$`. @example "payments.capture" */
+  logicId: string;
+  /** Integer ≥ 1; bump it for any change once published (the compiler's version gate checks). */
+  version: number;
+  /** The owning service: the default proxy-back handler. @example "payments" */
+  domain: string;
+  /** (Default: none) */
+  description?: string;
+  /** Schema of the workflow input; instances are validated against its JSON Schema form. */
+  input: InSchema;
+}
+
+/**
+ * Starts a workflow definition.
+ * @example
+ * export const capture = workflow({ logicId: 'payments.capture', version: 1, domain: 'payments', input })
+ *   .proxy('reserve', { path: '/funds/reserve', input: ({ input }) => ({ cents: input.amount * 100 }) });
+ */
+export function workflow<InSchema extends Schema>(
+  options: WorkflowOptions<InSchema>,
+): WorkflowBuilder<Json<InSchema>, NoSteps, undefined, never, unknown> {
+  if (!LOGIC_ID_PATTERN.test(options.logicId)) {
+    throw new FlowSdkError(SdkErrorCode.invalidName, `logicId "${options.logicId}" must match ${LOGIC_ID_PATTERN}`);
+  }
+  if (!Number.isInteger(options.version) || options.version < 1) {
+    throw new FlowSdkError(SdkErrorCode.invalidOption, `${options.logicId}: version must be an integer >= 1`);
+  }
+  const state: BuilderState = {
+    meta: { ...options, input: options.input as z.core.$ZodType },
+    steps: [],
+    modules: [],
+    triggers: [],
+  };
+  return makeBuilder(state) as never;
+}
+
+type Loose = WorkflowBuilder<unknown, Record<string, unknown>, unknown, string, unknown>;
+
+function makeBuilder(state: BuilderState): Loose {
+  const addStep = (kind: StepKind) => (name: string, options: object | undefined) => {
+    if (!STEP_NAME_PATTERN.test(name)) {
+      throw new FlowSdkError(SdkErrorCode.invalidName, `${label(state)}: step name "${name}" must match ${STEP_NAME_PATTERN}`);
+    }
+    if (state.steps.some((s) => s.name === name)) {
+      throw new FlowSdkError(SdkErrorCode.duplicateStep, `${label(state)}: step "${name}" is declared twice`);
+    }
+    return makeBuilder({ ...state, steps: [...state.steps, Object.freeze({ name, kind, options: { ...options } })] });
+  };
+  const builder = {
+    [WORKFLOW_BRAND]: true as const,
+    logicId: state.meta.logicId,
+    version: state.meta.version,
+    proxy: addStep('proxy'),
+    http: addStep('http'),
+    decision: addStep('decision'),
+    delay: addStep('delay'),
+    func: addStep('func'),
+    children: addStep('children'),
+    emit: addStep('emit'),
+    pass: addStep('pass'),
+    choice: addStep('choice'),
+    fail: addStep('fail'),
+    module: (name: string, options: object) =>
+      makeBuilder({ ...state, modules: [...state.modules, Object.freeze({ name, options: { ...options } })] }),
+    trigger: (event: string, options: object) =>
+      makeBuilder({ ...state, triggers: [...state.triggers, Object.freeze({ event, options: { ...options } })] }),
+    output: (mapping: (ctx: never) => unknown) => makeBuilder({ ...state, output: mapping }),
+    definition: () => assembleDraft(state),
+  };
+  return Object.freeze(builder) as unknown as Loose;
+}
+
+function label(state: BuilderState): string {
+  return `${state.meta.logicId}@${state.meta.version}`;
+}
