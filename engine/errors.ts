@@ -1,3 +1,4 @@
+import type { LogicVersion } from '../contracts/index.ts';
 import { FlowError } from '../contracts/errors.ts';
 
 export class BadRequest extends FlowError {
@@ -18,5 +19,33 @@ export class InputInvalid extends FlowError {
 export class ArtifactInvalid extends FlowError {
   constructor(file: string, why: string) {
     super('FLOW_ARTIFACT_INVALID', `${file}: ${why}`, { status: 422 });
+  }
+}
+
+export class ChildLogicMissing extends FlowError {
+  constructor(logic: LogicVersion, step: string, childId: string, version: number | undefined) {
+    super(
+      'FLOW_CHILD_LOGIC_MISSING',
+      `${logic.logicId}@${logic.version} step ${step} starts ${childId}${version ? `@${version}` : ''}, which is not published: publish it first`,
+      { status: 422 },
+    );
+  }
+}
+
+/** An event trigger's `input` expression failed, or its result does not fit the workflow's input schema. */
+export class TriggerInputInvalid extends FlowError {
+  constructor(eventType: string, logic: string, problems: string[]) {
+    super(
+      'FLOW_TRIGGER_INPUT_INVALID',
+      `event ${eventType} cannot start ${logic}: ${problems.join('; ')}. Nothing was started and the event was not recorded; ` +
+        'fix the trigger (publish a new version) or the event, then send it again',
+      { status: 422, details: problems },
+    );
+  }
+}
+
+export class EventKeyReused extends FlowError {
+  constructor(key: string) {
+    super('FLOW_EVENT_KEY_REUSED', `idempotency key ${key} was already used by a different event in this environment`, { status: 409 });
   }
 }

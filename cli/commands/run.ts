@@ -2,8 +2,9 @@ import { readFile, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { TERMINAL_STATES, type WorkflowRecord } from '../../contracts/index.ts';
 import { loadHandlerProfiles } from '../../engine/executors/index.ts';
-import { readArtifactDir, readLogicFile } from '../../engine/runtime/artifacts.ts';
+import { publishOrder, readArtifactDir, readLogicFile } from '../../engine/runtime/artifacts.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
+import { funcRuntimeFor } from '../../engine/runtime/module-store.ts';
 import { openDb } from '../../engine/store/db.ts';
 import { migrate } from '../../engine/store/migrate.ts';
 import { type Args, flag, parseArgs, UsageError } from '../args.ts';
@@ -21,28 +22,31 @@ export async function runCommand(argv: string[]): Promise<number> {
   const target = args.positionals[0];
   if (target === undefined) throw new UsageError(`usage: ${RUN_USAGE}`);
   const input = await readInput(args);
-  const { start, all } = await loadTarget(target);
+  const { start, all, dir } = await loadTarget(target);
 
   const db = await openDb();
+  const funcRuntime = funcRuntimeFor(dir);
   const engine = new Engine({
     db,
     executors: {
       handlers: loadHandlerProfiles(process.env, handlerOverrides(args)),
       httpAllowlist: [...(args.flags.get('allow-host') ?? []), ...(process.env['FLOW_HTTP_ALLOWLIST']?.split(',') ?? [])],
+      funcRuntime,
     },
     worker: { pollMs: 10 },
   });
   try {
     await migrate(db);
-    for (const doc of all) await engine.publish(doc);
+    for (const doc of publishOrder(all)) await engine.publish(doc);
     await engine.workers.start();
     const { id } = await engine.start({ logicId: start.logicId, version: start.version, input });
     const record = await engine.settled(id);
-    await engine.close();
     if (flag(args, 'json') === 'true') process.stdout.write(`${JSON.stringify(record, null, 2)}\n`);
     else printTimeline(record);
     return exitCodeOf(record);
   } finally {
+    await engine.close();
+    await funcRuntime.close();
     await db.close();
   }
 }
@@ -78,9 +82,9 @@ async function loadTarget(target: string) {
     if (all.length !== 1) {
       throw new UsageError(`${target} holds ${all.length} LogicVersions; name the file of the one to start`);
     }
-    return { start: all[0]!, all };
+    return { start: all[0]!, all, dir: target };
   }
   const start = await readLogicFile(target);
   const all = (await readArtifactDir(dirname(target))).filter((d) => d.hash !== start.hash);
-  return { start, all: [start, ...all] };
+  return { start, all: [start, ...all], dir: dirname(target) };
 }

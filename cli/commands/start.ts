@@ -1,8 +1,9 @@
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { FlowError } from '../../contracts/errors.ts';
-import { readArtifactDir } from '../../engine/runtime/artifacts.ts';
+import { publishOrder, readArtifactDir } from '../../engine/runtime/artifacts.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
+import { funcRuntimeFor } from '../../engine/runtime/module-store.ts';
 import { openDb } from '../../engine/store/db.ts';
 import { migrate } from '../../engine/store/migrate.ts';
 import { flag, intFlag, parseArgs } from '../args.ts';
@@ -26,16 +27,17 @@ export async function startCommand(argv: string[]): Promise<number> {
   const concurrency = intFlag(args, 'concurrency', 16);
   const db = await openDb(url, { schema: process.env['FLOW_SCHEMA'] ?? 'flow', poolSize: concurrency + 4 });
   const env = flag(args, 'env') ?? process.env['FLOW_ENV'] ?? 'default';
+  const artifacts = flag(args, 'artifacts');
+  const funcRuntime = artifacts === undefined ? undefined : funcRuntimeFor(artifacts);
   const engine = new Engine({
     db,
     env,
-    executors: { httpAllowlist: process.env['FLOW_HTTP_ALLOWLIST']?.split(',') ?? [] },
+    executors: { httpAllowlist: process.env['FLOW_HTTP_ALLOWLIST']?.split(',') ?? [], ...(funcRuntime ? { funcRuntime } : {}) },
     worker: { concurrency, leaseMs: intFlag(args, 'lease-ms', 30_000), pollMs: intFlag(args, 'poll-ms', 250) },
     observer: { onError: (id, err) => process.stderr.write(`error${id ? ` in ${id}` : ''}: ${(err as Error).message}\n`) },
   });
   await migrate(db);
-  const artifacts = flag(args, 'artifacts');
-  if (artifacts !== undefined) for (const doc of await readArtifactDir(artifacts)) await engine.publish(doc, env);
+  if (artifacts !== undefined) for (const doc of publishOrder(await readArtifactDir(artifacts))) await engine.publish(doc, env);
   await engine.workers.start();
   process.stdout.write(`s8flow: worker ${process.pid} ready (concurrency ${concurrency})\n`);
 
@@ -44,6 +46,7 @@ export async function startCommand(argv: string[]): Promise<number> {
     process.once('SIGINT', resolve);
   });
   await engine.close();
+  await funcRuntime?.close();
   await db.close();
   return 0;
 }

@@ -11,13 +11,18 @@ const compiled = new Map<string, jsonata.Expression>();
  * arrays lose their extra properties), which is what gets persisted and replayed.
  */
 export async function evaluate(expr: string, inst: Instance, extra: Record<string, JsonValue> = {}): Promise<JsonValue> {
+  return evaluateIn(expr, contextOf(inst, extra));
+}
+
+/** Evaluates an expression against a context that is not an instance's (a trigger's `{ event }`). */
+export async function evaluateIn(expr: string, context: Record<string, JsonValue>): Promise<JsonValue> {
   let e = compiled.get(expr);
   if (e === undefined) {
     if (compiled.size >= MAX_CACHED) compiled.clear();
     e = jsonata(expr);
     compiled.set(expr, e);
   }
-  const value = await e.evaluate(contextOf(inst, extra));
+  const value = await e.evaluate(context);
   return value === undefined ? null : (JSON.parse(JSON.stringify(value)) as JsonValue);
 }
 
@@ -32,7 +37,8 @@ export function contextOf(inst: Instance, extra: Record<string, JsonValue> = {})
       version: inst.version,
       correlationId: inst.correlationId,
     },
-    decision: inst.ctx.decision,
+    // absent, not null, where no decision precedes: `$exists(decision)` must say false
+    ...(inst.ctx.decision === null ? {} : { decision: inst.ctx.decision }),
     ...extra,
   };
 }

@@ -1,6 +1,6 @@
 import type { FlowErrorBody, LogicVersion, StepOutcome, TransitionCause } from '../../contracts/index.ts';
 import { evaluate } from './expressions.ts';
-import type { Instance, JsonValue } from './instance.ts';
+import { type FuncRecord, funcKey, type Instance, type JsonValue } from './instance.ts';
 import { backoffMs, keys, policyOf } from './retry.ts';
 import { STEP_KINDS } from './steps.ts';
 import { Draft, type Transition } from './transition.ts';
@@ -225,6 +225,16 @@ async function onCompensationOutcome(logic: LogicVersion, inst: Instance, outcom
   return d.done();
 }
 
+/**
+ * A func step made a host call whose result must be durable before the module runs again: the
+ * record grows, the attempt stays running, and the same worker goes on (DESIGN.md §6).
+ */
+export function onProgress(logic: LogicVersion, inst: Instance, record: FuncRecord): Transition {
+  const d = new Draft(logic, inst, 'step_progressed');
+  d.ctx.funcs = { ...d.ctx.funcs, [funcKey(inst.ctx.running!)]: record };
+  return d.done();
+}
+
 /** The cause that names where `enter` led from a running step. */
 function causeAfterEnter(d: Draft): TransitionCause {
   const s = d.instance.state;
@@ -239,5 +249,18 @@ export async function begin(logic: LogicVersion, inst: Instance): Promise<Transi
   await enter(d, logic.start);
   // a new instance waits for a worker; the first effect is already prepared
   if (d.instance.state === 'processing') d.instance.state = 'pending';
+  return d.done();
+}
+
+/** A spawned child has nothing prepared yet: the worker that claimed it begins it. */
+export function isUnstarted(inst: Instance): boolean {
+  return inst.ctx.seq === 0 && inst.ctx.running === null;
+}
+
+/** The first transition of a claimed, unstarted child; the claiming worker may go straight on. */
+export async function beginClaimed(logic: LogicVersion, inst: Instance): Promise<Transition> {
+  const d = new Draft(logic, inst, 'step_succeeded');
+  await enter(d, logic.start);
+  d.cause = causeAfterEnter(d);
   return d.done();
 }

@@ -21,6 +21,8 @@ export interface Instance {
   generation: number;
   correlationId: string | null;
   parentId: string | null;
+  /** Which parked attempt of the parent spawned this child. */
+  parentSeq: number | null;
   branchIndex: number | null;
   ctx: Ctx;
 }
@@ -44,6 +46,19 @@ export interface Ctx {
   order: string[];
   /** The last attempt number of each step in this generation. */
   attempts: Record<string, number>;
+  /** What func steps recorded, by `funcKey`: their clock and every host call made. */
+  funcs?: Record<string, FuncRecord>;
+}
+
+/** The record that makes a func step replayable: its clock and its host calls in call order. */
+export interface FuncRecord {
+  clock: { nowMs: number; seed: number };
+  calls: { n: number; importName: string; request: JsonValue; response: JsonValue }[];
+}
+
+/** Func records survive retries of the same step in a generation, and nothing else. */
+export function funcKey(running: Running): string {
+  return `${running.kind}:${running.step}:${running.generation}`;
 }
 
 /** The identity that resumed a decision, as the caller's auth established it. */
@@ -97,7 +112,11 @@ export type AttemptWrite =
 export type Command =
   | { type: 'outbox'; kind: 'event' | 'callback'; topic: string; payload: JsonValue; idempotencyKey: string }
   /** Fires after `delayMs` (database clock) or `at` (an ISO timestamp); `seq` names the parked attempt. */
-  | { type: 'timer'; purpose: 'delay' | 'deadline'; delayMs: number | null; at: string | null; seq: number };
+  | { type: 'timer'; purpose: 'delay' | 'deadline'; delayMs: number | null; at: string | null; seq: number }
+  /** One child instance per input, of `logicId` (pinned to `version`, else the active one). */
+  | { type: 'spawn'; logicId: string; version: number | null; inputs: JsonValue[]; seq: number }
+  /** Cancel every child that has not ended. */
+  | { type: 'cancelChildren' };
 
 export type { JsonValue };
 

@@ -29,6 +29,21 @@ export async function enterDecision(d: Draft, name: string, step: StepOfKind<'de
   }
 }
 
+/**
+ * Fan-out: one child per item, spawned in the same commit that parks this step. No items means
+ * nothing to wait for: the output is an empty array at once (returns false: did not park).
+ */
+export async function enterChildren(d: Draft, name: string, step: StepOfKind<'children'>, input: JsonValue): Promise<string | boolean> {
+  const items = await evaluate(step.items, d.instance);
+  if (!Array.isArray(items)) return `items evaluated to ${JSON.stringify(items)}, not an array`;
+  if (items.length === 0) return false;
+  const inputs: JsonValue[] = [];
+  for (const [index, item] of items.entries()) inputs.push(await evaluate(step.itemInput, d.instance, { item, index }));
+  const seq = parkAttempt(d, name, input);
+  d.commands.push({ type: 'spawn', logicId: step.logicId, version: step.version ?? null, inputs, seq });
+  return true;
+}
+
 /** A delay parks until its timer; `until` must evaluate to an ISO timestamp. */
 export async function enterDelay(d: Draft, name: string, step: StepOfKind<'delay'>, input: JsonValue): Promise<string | null> {
   let at: string | null = null;

@@ -1,5 +1,5 @@
 import type { FlowErrorBody, StepDef, StepKind, StepOfKind } from '../../contracts/index.ts';
-import { enterDecision, enterDelay } from './park.ts';
+import { enterChildren, enterDecision, enterDelay } from './park.ts';
 import { failWorkflow } from './flow.ts';
 import { evaluate } from './expressions.ts';
 import type { JsonValue } from './instance.ts';
@@ -53,7 +53,12 @@ export const STEP_KINDS: { [K in StepKind]: Enter<K> } = {
     if (problem !== null) await failStepAt(d, name, input, { code: 'FLOW_BAD_UNTIL', message: problem, step: name });
     return STOP;
   },
-  children: async (d, name, _step, input) => park(d, name, input),
+  children: async (d, name, step, input) => {
+    const parked = await enterChildren(d, name, step, input);
+    if (parked === false) return pure(d, name, [], step.next ?? null);
+    if (parked !== true) await failStepAt(d, name, input, { code: 'FLOW_BAD_ITEMS', message: parked, step: name });
+    return STOP;
+  },
 };
 
 /** Records a failed attempt that never called out, and fails the workflow (compensating first). */
@@ -83,12 +88,5 @@ function prepareEffect(d: Draft, name: string, step: StepDef, input: JsonValue):
   const seq = d.insertAttempt({ step: name, attempt, kind: 'step', state: 'running', input, output: null, error: null, idempotencyKey });
   d.ctx.running = { seq, kind: 'step', step: name, attempt, budgetStart: attempt, generation, input, idempotencyKey };
   d.instance.state = 'processing';
-  return STOP;
-}
-
-function park(d: Draft, name: string, input: JsonValue): Entered {
-  const error = { code: 'FLOW_KIND_UNSUPPORTED', message: `step ${name}: this engine build cannot run this step kind yet`, step: name };
-  d.insertAttempt({ step: name, attempt: 1, kind: 'step', state: 'failed', input, output: null, error, idempotencyKey: null });
-  failWorkflow(d, error, { exhausted: false });
   return STOP;
 }

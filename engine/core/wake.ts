@@ -81,6 +81,46 @@ export async function onTimer(logic: LogicVersion, inst: Instance, timer: { purp
   return d.done();
 }
 
+export interface ChildrenState {
+  total: number;
+  open: number;
+  failed: number;
+  /** Each child's ending in item order; loaded only once none is open. */
+  results: { state: string; output: JsonValue; error: JsonValue }[] | null;
+}
+
+/**
+ * Fan-in. Runs on once every child has ended: with `fail_fast` the output is the children's
+ * outputs in item order, with `all_settled` each child's `{state, output, error}`. With
+ * `fail_fast`, the first failed child fails the step and cancels the rest. Returns null while
+ * there is nothing to do yet, or when the signal is stale.
+ */
+export async function onChildren(logic: LogicVersion, inst: Instance, seq: number, children: ChildrenState): Promise<Transition | null> {
+  const running = inst.ctx.running;
+  const step = running === null ? undefined : logic.steps[running.step];
+  if (inst.state !== 'waiting' || running?.seq !== seq || step?.kind !== 'children') return null;
+  if (step.failurePolicy === 'fail_fast' && children.failed > 0) {
+    const d = new Draft(logic, inst, 'resumed');
+    const error = { code: 'CHILD_FAILED', message: `${children.failed} of ${children.total} children did not complete`, step: running.step };
+    d.finishAttempt(running, 'failed', null, error);
+    d.ctx.running = null;
+    d.commands.push({ type: 'cancelChildren' });
+    if (step.onError !== undefined) {
+      d.setOutput(running.step, { error });
+      await enter(d, step.onError);
+      return handOff(d);
+    }
+    await failWorkflow(d, error, { exhausted: false });
+    return d.done();
+  }
+  if (children.open > 0 || children.results === null) return null;
+  const output =
+    step.failurePolicy === 'fail_fast'
+      ? children.results.map((r) => r.output)
+      : children.results.map((r) => ({ state: r.state, output: r.output, error: r.error }));
+  return runOn(new Draft(logic, inst, 'resumed'), output as JsonValue, step.next ?? null);
+}
+
 /**
  * The owning service completes a step it had answered with 202 waiting. `seq` comes from the
  * resume token; a token for an attempt that is over (a duplicate or stale completion) is refused.

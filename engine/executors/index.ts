@@ -1,5 +1,7 @@
-import type { Action, StepDef, StepOutcome } from '../../contracts/index.ts';
-import type { Instance, JsonValue, Running } from '../core/instance.ts';
+import type { Action, LogicVersion, StepDef, StepOutcome } from '../../contracts/index.ts';
+import type { FuncRuntime } from '../../host-functions/index.ts';
+import { funcExecutor } from './func.ts';
+import type { FuncRecord, Instance, JsonValue, Running } from '../core/instance.ts';
 import { type HandlerProfiles, loadHandlerProfiles } from './handlers.ts';
 import { httpExecutor } from './http.ts';
 import { proxyExecutor } from './proxy.ts';
@@ -10,6 +12,7 @@ export type EffectDef<K extends EffectKind = EffectKind> = Extract<StepDef | Act
 
 /** Everything an executor needs for one attempt; headers already carry the contract's X-Flow-* set. */
 export interface Attempt {
+  logic: LogicVersion;
   instance: Instance;
   running: Running;
   input: JsonValue;
@@ -17,7 +20,9 @@ export interface Attempt {
   timeoutMs: number;
 }
 
-export type Executor<K extends EffectKind> = (def: EffectDef<K>, attempt: Attempt) => Promise<StepOutcome>;
+/** A step outcome, or (func steps) a host call made that must be recorded before running on. */
+export type EffectResult = StepOutcome | { status: 'progress'; record: FuncRecord };
+export type Executor<K extends EffectKind> = (def: EffectDef<K>, attempt: Attempt) => Promise<EffectResult>;
 export type Executors = { [K in EffectKind]: Executor<K> };
 
 export interface ExecutorOptions {
@@ -25,7 +30,9 @@ export interface ExecutorOptions {
   handlers?: HandlerProfiles;
   /** Hosts (`host` or `host:port`) that `http` steps may call; `*` allows any. (Default: none) */
   httpAllowlist?: readonly string[];
-  /** Runs `func` steps; without it a func step fails with FLOW_FUNC_UNAVAILABLE. */
+  /** Runs `func` steps' modules; without it a func step fails with FLOW_FUNC_UNAVAILABLE. */
+  funcRuntime?: FuncRuntime;
+  /** Replaces the executor of `func` steps altogether (in-process services in tests). */
   func?: Executor<'func'>;
 }
 
@@ -34,13 +41,15 @@ export function createExecutors(opts: ExecutorOptions = {}): Executors {
   return {
     proxy: proxyExecutor(handlers),
     http: httpExecutor(opts.httpAllowlist ?? []),
-    func:
-      opts.func ??
-      (async () => ({
+    func: opts.func
+      ? opts.func
+      : opts.funcRuntime
+      ? funcExecutor(opts.funcRuntime, handlers)
+      : async () => ({
         status: 'failed',
         retryable: false,
         error: { code: 'FLOW_FUNC_UNAVAILABLE', message: 'this engine was started without a module runtime for func steps' },
-      })),
+      }),
   };
 }
 

@@ -32,3 +32,21 @@ export async function readLogicFile(file: string): Promise<LogicVersion> {
   }
   return doc;
 }
+
+/** Orders versions so that every workflow comes after the ones its `children` steps start. */
+export function publishOrder(docs: readonly LogicVersion[]): LogicVersion[] {
+  const ordered: LogicVersion[] = [];
+  const placed = new Set<LogicVersion>();
+  const visit = (doc: LogicVersion, path: Set<LogicVersion>) => {
+    if (placed.has(doc) || path.has(doc)) return;
+    path.add(doc);
+    for (const step of Object.values(doc.steps)) {
+      if (step.kind !== 'children') continue;
+      for (const dep of docs) if (dep.logicId === step.logicId && (step.version === undefined || dep.version === step.version)) visit(dep, path);
+    }
+    placed.add(doc);
+    ordered.push(doc);
+  };
+  for (const doc of docs) visit(doc, new Set());
+  return ordered;
+}

@@ -1,20 +1,14 @@
-import { randomUUID } from 'node:crypto';
 import {
   CreateWorkflowRequest,
-  type LogicVersion,
   parseLogicVersion,
   type StepOutcome,
   TERMINAL_STATES,
   type WorkflowRecord,
 } from '../../contracts/index.ts';
-import { begin } from '../core/flow.ts';
-import { initialCtx, type Instance } from '../core/instance.ts';
-import { schemaProblems } from '../core/schemas.ts';
-import { BadRequest, InputInvalid } from '../errors.ts';
+import { BadRequest, ChildLogicMissing } from '../errors.ts';
 import { createExecutors, type ExecutorOptions } from '../executors/index.ts';
 import type { Db } from '../store/db.ts';
 import { NotFound } from '../store/errors.ts';
-import { insertWorkflow } from '../store/insert-workflow.ts';
 import { loadRecord } from '../store/load-workflow.ts';
 import { findLogicVersion, publishLogicVersion } from '../store/logic-versions.ts';
 import { asScheduler, inEnv } from '../store/tx.ts';
@@ -22,6 +16,10 @@ import { LogicCache } from './logic-cache.ts';
 import { mutateWorkflow } from './mutate.ts';
 import { Operations } from './operations.ts';
 import { ResumeTokens } from './resume-tokens.ts';
+import { IngestEventRequest, type IngestResult, ingestEvent } from './ingest-event.ts';
+import { OutboxRelay, type RelayTuning } from './outbox-relay.ts';
+import { takeCallback } from './start-callback.ts';
+import { startPinned } from './start-instance.ts';
 import { envOfWorkflow } from '../store/audit.ts';
 import { onCallback, onResume, type ResumeArgs } from '../core/wake.ts';
 import type { TransitionObserver } from './observer.ts';
@@ -36,6 +34,11 @@ export interface EngineOptions {
   observer?: TransitionObserver;
   /** Signs resume tokens; every engine process of a deployment needs the same. (Default: FLOW_TOKEN_SECRET) */
   tokenSecret?: string;
+  /** Where the outbox relay POSTs `emit` events. (Default: FLOW_EVENT_SINK_URL; none: they wait) */
+  eventSink?: { url: string };
+  /** Signs outbox deliveries (X-Flow-Signature); receivers verify with it. (Default: FLOW_OUTBOX_SECRET) */
+  outboxSecret?: string;
+  relay?: RelayTuning;
 }
 
 /** The engine's entry points. Workers are not started until `workers.start()`. */
@@ -47,6 +50,8 @@ export class Engine {
   readonly tokens: ResumeTokens;
   /** Operator verbs and listings. */
   readonly ops: Operations;
+  /** Delivers outbox rows (events, callbacks); runs with the workers, or by hand with relayOnce(). */
+  readonly outbox: OutboxRelay;
 
   constructor(opts: EngineOptions) {
     this.db = opts.db;
@@ -59,6 +64,14 @@ export class Engine {
       this.workers.wake();
       return this.get(id, env);
     });
+    const sinkUrl = opts.eventSink?.url ?? process.env['FLOW_EVENT_SINK_URL'];
+    this.outbox = new OutboxRelay(opts.db, {
+      ...opts.relay,
+      secret: opts.outboxSecret ?? process.env['FLOW_OUTBOX_SECRET'] ?? 'sentin8-flow-development-secret',
+      eventSink: sinkUrl ? { url: sinkUrl } : null,
+      onError: (err) => opts.observer?.onError?.(null, err),
+    });
+    this.workers.attach(this.outbox);
   }
 
   /** An approver answers the decision the instance is parked on (DESIGN.md §5 `resume`). */
@@ -91,20 +104,32 @@ export class Engine {
     return this.get(workflowId, env);
   }
 
-  /** Validates and publishes a LogicVersion; true when it was new. */
+  /**
+   * Validates and publishes a LogicVersion; true when it was new. The workflows its `children`
+   * steps start must be published first, so a spawn can never name a missing definition.
+   */
   async publish(doc: unknown, env = this.env): Promise<boolean> {
     const logic = parseLogicVersion(doc);
-    const published = await inEnv(this.db, env, (c) => publishLogicVersion(c, env, logic));
+    const published = await inEnv(this.db, env, async (c) => {
+      for (const [name, step] of Object.entries(logic.steps)) {
+        if (step.kind === 'children' && (await findLogicVersion(c, step.logicId, step.version)) === null) {
+          throw new ChildLogicMissing(logic, name, step.logicId, step.version);
+        }
+      }
+      return publishLogicVersion(c, env, logic);
+    });
     this.logics.remember(logic);
     return published;
   }
 
   /**
    * Starts an instance pinned to the requested version (or the active one), with its first step
-   * already prepared. The same idempotency key returns the first instance instead.
+   * already prepared. The same idempotency key returns the first instance instead. An optional
+   * `callback: { url }` (not yet in the contract) receives a notification per terminal state.
    */
   async start(request: unknown): Promise<{ id: string; created: boolean }> {
-    const parsed = CreateWorkflowRequest.safeParse(request);
+    const { request: rest, callbackUrl } = takeCallback(request);
+    const parsed = CreateWorkflowRequest.safeParse(rest);
     if (!parsed.success) {
       throw new BadRequest('the start request', parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
     }
@@ -113,13 +138,30 @@ export class Engine {
     const result = await inEnv(this.db, env, async (c) => {
       const logic = await findLogicVersion(c, req.logicId, req.version);
       if (logic === null) throw new NotFound(`LogicVersion ${req.logicId}${req.version ? `@${req.version}` : ''}`);
-      const problems = schemaProblems(logic.input, req.input);
-      if (problems.length > 0) throw new InputInvalid(`${logic.logicId}@${logic.version}`, problems);
-      this.logics.remember(logic);
-      const t = await begin(logic, newInstance(logic, env, req));
-      return insertWorkflow(c, t, req.idempotencyKey ?? null);
+      return startPinned(c, this.logics, logic, {
+        env,
+        input: req.input,
+        correlationId: req.correlationId ?? null,
+        idempotencyKey: req.idempotencyKey ?? null,
+        callbackUrl,
+      });
     });
     this.workers.wake();
+    return result;
+  }
+
+  /**
+   * Records an event and starts one instance per trigger on its type, pinned to the version active
+   * now, in one transaction. A repeated idempotency key starts nothing and returns the first ids.
+   */
+  async ingestEvent(event: unknown): Promise<IngestResult> {
+    const parsed = IngestEventRequest.safeParse(event);
+    if (!parsed.success) {
+      throw new BadRequest('the event', parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
+    }
+    const env = parsed.data.env ?? this.env;
+    const result = await inEnv(this.db, env, (c) => ingestEvent(c, this.logics, env, parsed.data));
+    if (result.created && result.ids.length > 0) this.workers.wake();
     return result;
   }
 
@@ -129,11 +171,18 @@ export class Engine {
     return record;
   }
 
-  /** Resolves once the instance is terminal or parked (`waiting`), polling the store. */
+  /**
+   * Resolves once the instance is terminal or parked (`waiting`) on something other than its own
+   * children — those this engine's workers run on — polling the store.
+   */
   async settled(id: string, env = this.env, pollMs = 20): Promise<WorkflowRecord> {
     for (;;) {
       const record = await this.get(id, env);
-      if (TERMINAL_STATES.has(record.state as never) || record.state === 'waiting') return record;
+      if (TERMINAL_STATES.has(record.state as never)) return record;
+      if (record.state === 'waiting') {
+        const logic = await this.logics.get(env, record.logicHash);
+        if (logic.steps[record.currentStep ?? '']?.kind !== 'children') return record;
+      }
       await new Promise((r) => setTimeout(r, pollMs));
     }
   }
@@ -141,25 +190,4 @@ export class Engine {
   async close(): Promise<void> {
     await this.workers.stop();
   }
-}
-
-function newInstance(logic: LogicVersion, env: string, req: CreateWorkflowRequest): Instance {
-  return {
-    id: randomUUID(),
-    env,
-    domain: logic.domain,
-    logicId: logic.logicId,
-    version: logic.version,
-    logicHash: logic.hash,
-    state: 'pending',
-    input: req.input as Instance['input'],
-    output: null,
-    currentStep: logic.start,
-    error: null,
-    generation: 0,
-    correlationId: req.correlationId ?? null,
-    parentId: null,
-    branchIndex: null,
-    ctx: initialCtx(),
-  };
 }

@@ -1,8 +1,8 @@
-import type { LogicVersion, StepOutcome } from '../../contracts/index.ts';
+import type { LogicVersion } from '../../contracts/index.ts';
 import { FlowError } from '../../contracts/index.ts';
 import type { Instance } from '../core/instance.ts';
 import type { ResumeTokens } from './resume-tokens.ts';
-import { type EffectDef, type EffectKind, type Executor, type Executors, flowHeaders } from '../executors/index.ts';
+import { type EffectDef, type EffectResult, type EffectKind, type Executor, type Executors, flowHeaders } from '../executors/index.ts';
 
 /** Per-attempt timeout when a step sets none. */
 export const DEFAULT_TIMEOUT_MS = 30_000;
@@ -18,7 +18,7 @@ export async function executeAttempt(
   instance: Instance,
   executors: Executors,
   tokens: ResumeTokens,
-): Promise<StepOutcome> {
+): Promise<EffectResult> {
   const running = instance.ctx.running;
   if (running === null) throw new Error(`workflow ${instance.id} has no prepared attempt`);
   const step = logic.steps[running.step];
@@ -31,7 +31,7 @@ export async function executeAttempt(
     const execute = executors[def.kind] as Executor<EffectKind>;
     const headers = flowHeaders(instance, running);
     if (running.kind === 'step') headers['x-flow-resume-token'] = tokens.sign(instance.id, running.seq);
-    return await execute(def, { instance, running, input: running.input, headers, timeoutMs });
+    return await execute(def, { logic, instance, running, input: running.input, headers, timeoutMs });
   } catch (err) {
     if (err instanceof FlowError) {
       return { status: 'failed', retryable: false, error: { code: err.code, message: err.message } };

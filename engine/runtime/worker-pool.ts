@@ -1,5 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { onOutcome } from '../core/flow.ts';
+import type { LogicVersion } from '../../contracts/index.ts';
+import { beginClaimed, isUnstarted, onOutcome, onProgress } from '../core/flow.ts';
+import type { Instance } from '../core/instance.ts';
 import type { Executors } from '../executors/index.ts';
 import { claimWorkflows, heartbeat } from '../store/claim-workflows.ts';
 import { commitTransition } from '../store/commit-transition.ts';
@@ -37,6 +39,7 @@ export class WorkerPool {
   #loop: Promise<void> | null = null;
   #wake: (() => void) | null = null;
   #unlisten: (() => Promise<void>) | null = null;
+  #companions: { start(): Promise<void>; stop(): Promise<void> }[] = [];
 
   constructor(
     private readonly db: Db,
@@ -62,6 +65,12 @@ export class WorkerPool {
     this.#stopping = false;
     this.#unlisten = await this.db.listen('flow_work', () => this.wake()).catch(() => null);
     this.#loop = this.#run();
+    for (const loop of this.#companions) await loop.start();
+  }
+
+  /** A loop that starts and stops with the pool (the outbox relay). */
+  attach(loop: { start(): Promise<void>; stop(): Promise<void> }): void {
+    this.#companions.push(loop);
   }
 
   /** Stops claiming, lets in-flight instances finish their current attempt, and hands them back. */
@@ -72,6 +81,7 @@ export class WorkerPool {
     await this.#loop;
     while (this.#inflight > 0) await sleep(10);
     await this.#unlisten?.();
+    await Promise.all(this.#companions.map((loop) => loop.stop()));
   }
 
   wake(): void {
@@ -136,8 +146,7 @@ export class WorkerPool {
     for (;;) {
       const { instance } = stored;
       const logic = await this.logics.get(instance.env, instance.logicHash);
-      const outcome = await this.#withHeartbeat(instance.id, token, () => executeAttempt(logic, instance, this.executors, this.tokens));
-      const t = await onOutcome(logic, instance, outcome);
+      const t = isUnstarted(instance) ? await beginClaimed(logic, instance) : await this.#step(logic, instance, token);
       const keep = !this.#stopping && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
       // handing over: the next attempt is prepared, any worker may claim it
       if (!keep && t.instance.state === 'processing') t.instance.state = 'pending';
@@ -146,6 +155,12 @@ export class WorkerPool {
       if (!committed || !keep) return;
       stored = { instance: t.instance, rowVersion: stored.rowVersion + 1, leaseToken: token };
     }
+  }
+
+  /** Executes the prepared attempt and lets the core decide what its result means. */
+  async #step(logic: LogicVersion, instance: Instance, token: string): Promise<Transition> {
+    const result = await this.#withHeartbeat(instance.id, token, () => executeAttempt(logic, instance, this.executors, this.tokens));
+    return result.status === 'progress' ? onProgress(logic, instance, result.record) : onOutcome(logic, instance, result);
   }
 
   async #commit(from: Stored, t: Transition, keepLease: { token: string; ttlMs: number } | null): Promise<boolean> {

@@ -1,9 +1,10 @@
-import { isAllowedTransition } from '../../contracts/index.ts';
+import { isAllowedTransition, TERMINAL_STATES } from '../../contracts/index.ts';
+import { cancelChildren, signalParent, spawnChildren } from './children.ts';
 import type { Transition } from '../core/transition.ts';
 import type { Db } from './db.ts';
 import { TransitionRefused } from './errors.ts';
 import type { Stored } from './rows.ts';
-import type { Client } from './tx.ts';
+import { type Client, inEnv } from './tx.ts';
 
 export interface CommitOptions {
   /** Keep (and extend) the lease: this worker goes straight on with the next prepared attempt. */
@@ -40,9 +41,24 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
     leaseMs: opts.keepLease?.ttlMs ?? 0,
     notify: (to.state === 'pending' || to.state === 'compensating') && opts.keepLease === null,
   };
+  const fanning = t.commands.some((c) => c.type === 'spawn' || c.type === 'cancelChildren');
+  const childEnded = to.parentId !== null && TERMINAL_STATES.has(to.state) && !TERMINAL_STATES.has(from.instance.state);
+  if ('pool' in on && (fanning || childEnded)) return inEnv(on, to.env, (c) => commitTransition(c, from, t, opts));
+
   const queryable = 'pool' in on ? on.pool : on;
   const res = await queryable.query<{ n: number }>('SELECT commit_transition($1::jsonb) AS n', [JSON.stringify(param)]);
-  return res.rows[0]!.n === 1;
+  if (res.rows[0]!.n !== 1) return false;
+  await writeFanOut(on as Client, t);
+  if (childEnded) await signalParent(on as Client, to, to.parentSeq!);
+  return true;
+}
+
+/** Fan-out rides in the same transaction as the transition that asked for it (the caller's). */
+export async function writeFanOut(c: Client, t: Transition): Promise<void> {
+  for (const cmd of t.commands) {
+    if (cmd.type === 'spawn') await spawnChildren(c, t.instance, cmd);
+    if (cmd.type === 'cancelChildren') await cancelChildren(c, t.instance.id);
+  }
 }
 
 /** The rows besides the workflow row that a transition writes, as `write_effects()` reads them. */

@@ -1,5 +1,5 @@
 import type { Transition } from '../core/transition.ts';
-import { effectsParam } from './commit-transition.ts';
+import { effectsParam, writeFanOut } from './commit-transition.ts';
 import type { Client } from './tx.ts';
 
 /**
@@ -7,13 +7,18 @@ import type { Client } from './tx.ts';
  * steps already run). With an idempotency key already used in this env, inserts nothing and
  * returns the existing instance's id.
  */
-export async function insertWorkflow(c: Client, t: Transition, idempotencyKey: string | null): Promise<{ id: string; created: boolean }> {
+export async function insertWorkflow(
+  c: Client,
+  t: Transition,
+  idempotencyKey: string | null,
+  callbackUrl: string | null = null,
+): Promise<{ id: string; created: boolean }> {
   const i = t.instance;
   const res = await c.query<{ id: string }>(
     `INSERT INTO workflows (id, env_id, domain, logic_id, version, logic_hash, state, input, output, current_step, error,
-                            generation, ctx, correlation_id, idempotency_key, parent_id, branch_index, run_at)
+                            generation, ctx, correlation_id, idempotency_key, parent_id, branch_index, run_at, callback_url)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-             now() + coalesce($18::float8, 0) * interval '1 millisecond')
+             now() + coalesce($18::float8, 0) * interval '1 millisecond', $19)
      ON CONFLICT (env_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
      RETURNING id`,
     [
@@ -35,6 +40,7 @@ export async function insertWorkflow(c: Client, t: Transition, idempotencyKey: s
       i.parentId,
       i.branchIndex,
       t.runAfterMs,
+      callbackUrl,
     ],
   );
   if (res.rows.length === 0) {
@@ -42,5 +48,6 @@ export async function insertWorkflow(c: Client, t: Transition, idempotencyKey: s
     return { id: existing.rows[0]!.id, created: false };
   }
   await c.query('SELECT write_effects($1, $2, $3::jsonb)', [i.id, i.env, JSON.stringify(effectsParam(t))]);
+  await writeFanOut(c, t);
   return { id: i.id, created: true };
 }

@@ -26,6 +26,7 @@ export interface WorkflowRow {
   lease_token: string | null;
   correlation_id: string | null;
   parent_id: string | null;
+  parent_seq: number | null;
   branch_index: number | null;
   created_at: Date;
   updated_at: Date;
@@ -50,6 +51,7 @@ export function toStored(r: WorkflowRow): Stored {
       generation: r.generation,
       correlationId: r.correlation_id,
       parentId: r.parent_id,
+      parentSeq: r.parent_seq,
       branchIndex: r.branch_index,
       ctx: r.ctx,
     },

@@ -1,10 +1,11 @@
+import { advanceOutbox } from './outbox.ts';
 import type { Client } from './tx.ts';
 
 export interface DueTimer {
   id: string;
   workflow_id: string;
   env_id: string;
-  purpose: 'delay' | 'deadline';
+  purpose: 'delay' | 'deadline' | 'children';
   payload: { seq: number };
 }
 
@@ -26,11 +27,12 @@ export async function takeDueTimers(c: Client, limit: number): Promise<DueTimer[
   return res.rows;
 }
 
-/** Test clock: moves every pending timer and backoff `ms` closer, as if that much time passed. */
+/** Test clock: moves every pending timer, backoff and outbox retry `ms` closer, as if that much time passed. */
 export async function advanceClock(c: Client, ms: number): Promise<void> {
   await c.query(`UPDATE timers SET fire_at = fire_at - $1::float8 * interval '1 millisecond' WHERE fired_at IS NULL`, [ms]);
   await c.query(
     `UPDATE workflows SET run_at = run_at - $1::float8 * interval '1 millisecond' WHERE state IN ('pending', 'compensating')`,
     [ms],
   );
+  await advanceOutbox(c, ms);
 }

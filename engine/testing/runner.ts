@@ -1,61 +1,156 @@
-import { randomUUID } from 'node:crypto';
-import { DEFAULTS, type LogicVersion, type StepOutcome } from '../../contracts/index.ts';
-import { initialCtx, type Instance, type JsonValue } from '../core/instance.ts';
+import { createHash, randomUUID } from 'node:crypto';
+import {
+  DEFAULTS,
+  FlowError,
+  isAllowedTransition,
+  type LogicVersion,
+  type StepOutcome,
+  type Target,
+  TERMINAL_STATES,
+  type WorkflowState,
+} from '../../contracts/index.ts';
+import { RETRYABLE_FUNC_CODES } from '../../host-functions/errors.ts';
+import type { FuncRuntime } from '../../host-functions/index.ts';
+import { isUnstarted } from '../core/flow.ts';
+import { type Command, type FuncRecord, funcKey, initialCtx, type Instance, type JsonValue, type Running } from '../core/instance.ts';
+import { keys, unitHash } from '../core/retry.ts';
+import type { Transition } from '../core/transition.ts';
+import type { ChildrenState, ResumeArgs } from '../core/wake.ts';
 import type { EffectDef } from '../executors/index.ts';
-import type { Fake } from './fakes.ts';
-import { apply, decisionOf, type Trace, type TraceEvent } from './trace.ts';
+import type { Fake, FakeCall } from './fakes.ts';
+import { apply, decisionOf, replay, type Trace, type TraceEntry, type TraceEvent } from './trace.ts';
+
+/** Per-attempt timeout when a step sets none (the engine's default, engine/runtime/execute-attempt.ts). */
+const DEFAULT_TIMEOUT_MS = 30_000;
+/** 2025-01-01T00:00:00Z: a fixed start, so that runs (and `until` delays) are reproducible. */
+const DEFAULT_START_MS = Date.UTC(2025, 0, 1);
+
+export interface RunnerOptions {
+  /**
+   * Further LogicVersions that `children` steps may spawn; the runner's own LogicVersion is always
+   * known. A spawn without a pinned version takes the highest version given. (Default: none)
+   */
+  logics?: readonly LogicVersion[];
+  /**
+   * Runs `func` steps' real WASM modules. Each host call goes to the fake keyed
+   * `host:<handler><path>` of the import's Target (handler defaults to the domain), and is recorded
+   * through the core's `onProgress` exactly as engine/executors/func.ts does. Without it, the fake
+   * `func:<module>` replaces the whole step. (Default: none)
+   */
+  funcRuntime?: FuncRuntime;
+  /** Where the virtual clock starts, in ms since the epoch. (Default: 2025-01-01T00:00:00Z) */
+  startMs?: number;
+  /**
+   * Called after each event is applied to the core and appended to its instance's trace. Throwing
+   * from it simulates a crash: the runner stops there (discard it), and the trace holds exactly
+   * what was committed, ready for `restore()`. (Default: none)
+   */
+  onEvent?: (flow: FlowHandle, entry: TraceEntry) => void;
+}
 
 export interface RunOptions {
   env?: string;
   correlationId?: string;
-  /** Safety net for definitions that retry forever. (Default: 10000) */
+  /** The instance id; idempotency keys start with it. (Default: a random UUID) */
+  id?: string;
+  /** Safety net: the most core events this instance and its children may use in all. (Default: 10000) */
   maxEvents?: number;
 }
 
 export interface RunResult {
   instance: Instance;
   trace: Trace;
-  /** Virtual milliseconds spent in retry backoff; nothing actually slept. */
+  /** Virtual milliseconds that passed (retry backoff); nothing actually slept. */
   elapsedMs: number;
+  flow: FlowHandle;
+}
+
+/** A delay or deadline timer that has not fired yet. */
+export interface VirtualTimer {
+  purpose: 'delay' | 'deadline';
+  /** The parked attempt it was set for. */
+  seq: number;
+  fireAtMs: number;
+}
+
+export type OutboxCommand = Extract<Command, { type: 'outbox' }>;
+
+/**
+ * One instance in the runner. Every method drives the whole runner — this instance, its children,
+ * any other instance — until nothing is runnable: each is terminal or parked.
+ */
+export interface FlowHandle {
+  readonly logic: LogicVersion;
+  /** The instance as last committed. */
+  readonly instance: Instance;
+  /** Every input the core got for this instance, with its decision. */
+  readonly trace: Trace;
+  readonly parent: FlowHandle | null;
+  /** Spawned children, in spawn and item order. */
+  readonly children: readonly FlowHandle[];
+  /** The seq of the last attempt a fake answered 202 waiting: the one `complete()` completes by default. */
+  readonly parkedSeq: number | null;
+  /** True when the parent's fail_fast (or cancel) cancelled it; its trace ends before that. */
+  readonly cancelledByParent: boolean;
+  /** Events written to the outbox (emit steps), in commit order. */
+  readonly outbox: readonly OutboxCommand[];
+  /** Timers armed for this instance and not fired yet. */
+  readonly timers: readonly VirtualTimer[];
+  /** Moves the virtual clock by `ms` and fires every timer that falls due, in time order. */
+  advance(ms: number): Promise<Instance>;
+  /** An approver answers the decision the instance is parked on (core `onResume`). Refused: nothing changes. */
+  resume(args: ResumeArgs): Promise<Instance>;
+  /**
+   * The owning service completes a step it answered with 202 (core `onCallback`), by default the
+   * one in `parkedSeq`. A duplicate or stale completion is refused with FLOW_STALE_TOKEN and changes nothing.
+   */
+  complete(outcome: StepOutcome, opts?: { seq?: number }): Promise<Instance>;
 }
 
 /**
- * The synchronous in-process runner (DESIGN.md §9): the engine's own core, no store, no queue,
- * no real timers. Every effect goes to a fake chosen by `fakeKey`; backoff advances a virtual
- * clock. The trace it returns replays with `replay()`.
+ * The synchronous in-process runner (DESIGN.md §9): the engine's own core, no store, no queue, no
+ * real timers. Effects go to fakes chosen by `fakeKey` (func steps optionally to a real module
+ * runtime); delays, deadlines and retry backoff use a manual virtual clock; children run in the
+ * same runner. Every input to the core lands in a trace that `replay()` re-derives without calls.
  */
 export class TestRunner {
-  constructor(
-    private readonly logic: LogicVersion,
-    private readonly fakes: Record<string, Fake>,
-  ) {}
+  readonly #sim: Simulation;
+  readonly #logic: LogicVersion;
 
-  async run(input: JsonValue, opts: RunOptions = {}): Promise<RunResult> {
-    const initial = newInstance(this.logic, input, opts);
-    const trace: Trace = { logicHash: this.logic.hash, initial, entries: [] };
-    let inst = initial;
-    let elapsedMs = 0;
-    let event: TraceEvent = { type: 'begin' };
-    for (let n = 0; n < (opts.maxEvents ?? 10_000); n++) {
-      const t = await apply(this.logic, inst, event);
-      trace.entries.push({ event, decision: decisionOf(t) });
-      inst = t.instance;
-      elapsedMs += t.runAfterMs ?? 0;
-      const running = inst.ctx.running;
-      if (running === null || !['pending', 'processing', 'compensating'].includes(inst.state)) break;
-      event = { type: 'outcome', outcome: await this.#call(inst) };
-    }
-    return { instance: inst, trace, elapsedMs };
+  constructor(logic: LogicVersion, fakes: Record<string, Fake>, opts: RunnerOptions = {}) {
+    this.#logic = logic;
+    this.#sim = new Simulation([logic, ...(opts.logics ?? [])], fakes, opts);
   }
 
-  async #call(inst: Instance): Promise<StepOutcome> {
-    const running = inst.ctx.running!;
-    const step = this.logic.steps[running.step]!;
-    const def = (running.kind === 'step' ? step : step.compensate) as EffectDef;
-    const key = fakeKey(def, inst.domain);
-    const fake = this.fakes[key];
-    if (fake === undefined) throw new Error(`no fake for ${key} (step ${running.step}); known: ${Object.keys(this.fakes).join(', ')}`);
-    return fake({ step: running.step, kind: running.kind, input: running.input, attempt: running.attempt, idempotencyKey: running.idempotencyKey });
+  /** The virtual clock, in ms since the epoch. */
+  get now(): number {
+    return this.#sim.now;
+  }
+
+  /** Creates an instance, begins it and drives it until it is terminal or parked. */
+  start(input: JsonValue, opts: RunOptions = {}): Promise<FlowHandle> {
+    return this.#sim.start(this.#logic, input, opts);
+  }
+
+  /** `start()` for callers that only want the end of the run. */
+  async run(input: JsonValue, opts: RunOptions = {}): Promise<RunResult> {
+    const from = this.now;
+    const flow = await this.start(input, opts);
+    return { instance: flow.instance, trace: flow.trace, elapsedMs: this.now - from, flow };
+  }
+
+  /**
+   * Picks up an instance from its committed trace (after a simulated crash): replays it to the last
+   * committed instance without calling anything, re-arms its unfired timers and pending backoff,
+   * and drives it on. An instance parked on children cannot be restored (their traces are separate).
+   */
+  restore(trace: Trace, opts: Pick<RunOptions, 'maxEvents'> = {}): Promise<FlowHandle> {
+    return this.#sim.restore(trace, opts);
+  }
+
+  /** Moves the virtual clock by `ms` and fires every timer that falls due, in time order. */
+  async advance(ms: number): Promise<void> {
+    await this.#sim.advance(ms);
   }
 }
 
@@ -71,9 +166,401 @@ export function fakeKey(def: EffectDef, domain: string): string {
   }
 }
 
+/** `host:<handler><path>`: the fake that answers a func module's host calls to `target`. */
+export function hostFakeKey(target: Target, domain: string): string {
+  return `host:${target.handler ?? domain}${target.path}`;
+}
+
+const RUNNABLE = new Set(['pending', 'processing', 'compensating']);
+
+type Item =
+  | { kind: 'run'; at: number; n: number; flow: Flow }
+  | { kind: 'timer'; at: number; n: number; flow: Flow; purpose: 'delay' | 'deadline'; seq: number };
+
+class Flow implements FlowHandle {
+  instance: Instance;
+  readonly trace: Trace;
+  readonly children: Flow[] = [];
+  readonly outbox: OutboxCommand[] = [];
+  parkedSeq: number | null = null;
+  cancelledByParent = false;
+  /** Core events used by this tree (counted on the root). */
+  events = 0;
+  readonly root: Flow;
+
+  constructor(
+    readonly sim: Simulation,
+    readonly logic: LogicVersion,
+    initial: Instance,
+    readonly parent: Flow | null,
+    readonly maxEvents: number,
+  ) {
+    this.instance = initial;
+    this.trace = { logicHash: logic.hash, initial: structuredClone(initial), entries: [] };
+    this.root = parent?.root ?? this;
+  }
+
+  get timers(): VirtualTimer[] {
+    return this.sim.timersOf(this);
+  }
+
+  async advance(ms: number): Promise<Instance> {
+    await this.sim.advance(ms);
+    return this.instance;
+  }
+
+  resume(args: ResumeArgs): Promise<Instance> {
+    return this.sim.deliver(this, { type: 'resume', args });
+  }
+
+  complete(outcome: StepOutcome, opts: { seq?: number } = {}): Promise<Instance> {
+    // no token at all is as stale as an old one: the core refuses it
+    return this.sim.deliver(this, { type: 'callback', seq: opts.seq ?? this.parkedSeq ?? -1, outcome });
+  }
+}
+
+/** The runner's shell around the core: a virtual clock, an agenda of work and timers, and fan-in. */
+class Simulation {
+  now: number;
+  readonly #logics: readonly LogicVersion[];
+  readonly #fakes: Record<string, Fake>;
+  readonly #opts: RunnerOptions;
+  #items: Item[] = [];
+  #n = 0;
+  /** Parents to tell that a child ended, once nothing is runnable (the engine's `children` timer rows). */
+  #signals: { flow: Flow; seq: number }[] = [];
+  #busy = false;
+
+  constructor(logics: readonly LogicVersion[], fakes: Record<string, Fake>, opts: RunnerOptions) {
+    this.#logics = logics;
+    this.#fakes = fakes;
+    this.#opts = opts;
+    this.now = opts.startMs ?? DEFAULT_START_MS;
+  }
+
+  start(logic: LogicVersion, input: JsonValue, opts: RunOptions): Promise<FlowHandle> {
+    return this.#exclusive(async () => {
+      const flow = new Flow(this, logic, newInstance(logic, input, opts), null, opts.maxEvents ?? 10_000);
+      this.#schedule(flow, await this.#commit(flow, { type: 'begin' }));
+      await this.#settle(this.now);
+      return flow;
+    });
+  }
+
+  restore(trace: Trace, opts: Pick<RunOptions, 'maxEvents'>): Promise<FlowHandle> {
+    return this.#exclusive(async () => {
+      const logic = this.#logics.find((l) => l.hash === trace.logicHash);
+      if (logic === undefined) throw new FlowError('FLOW_TEST_UNKNOWN_LOGIC', `the runner does not know the LogicVersion ${trace.logicHash}`);
+      const instance = await replay(logic, trace);
+      const running = instance.ctx.running;
+      if (instance.state === 'waiting' && running !== null && logic.steps[running.step]?.kind === 'children') {
+        throw new FlowError('FLOW_TEST_UNSUPPORTED', `cannot restore ${instance.id}: it is parked on children, whose runs are not in its trace`);
+      }
+      const flow = new Flow(this, logic, structuredClone(trace.initial), null, opts.maxEvents ?? 10_000);
+      flow.instance = instance;
+      flow.trace.entries.push(...structuredClone(trace.entries));
+      const last = trace.entries.at(-1);
+      this.now = Math.max(this.now, last?.atMs ?? this.now);
+      // re-arm what the committed decisions armed: unfired timers, and the backoff of the last one
+      const fired = new Set<string>();
+      for (const e of trace.entries) if (e.event.type === 'timer') fired.add(`${e.event.purpose}:${e.event.seq}`);
+      for (const e of trace.entries) {
+        for (const a of e.decision?.attempts ?? []) if (a.op === 'finish' && a.state === 'parked') flow.parkedSeq = a.seq;
+        for (const c of e.decision?.commands ?? []) {
+          if (c.type === 'timer' && !fired.has(`${c.purpose}:${c.seq}`)) this.#arm(flow, c, e.atMs);
+          if (c.type === 'outbox') flow.outbox.push(c);
+        }
+      }
+      if (last === undefined) {
+        this.#schedule(flow, await this.#commit(flow, { type: 'begin', claimed: instance.parentId !== null }));
+      } else if (this.#runnable(instance)) {
+        const wait = [...trace.entries].reverse().find((e) => e.decision !== null)?.decision?.runAfterMs ?? null;
+        this.#push({ kind: 'run', at: wait === null ? this.now : last.atMs + wait, flow });
+      }
+      await this.#settle(this.now);
+      return flow;
+    });
+  }
+
+  async advance(ms: number): Promise<void> {
+    if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`advance takes a finite, non-negative number of ms, not ${ms}`);
+    await this.#exclusive(() => this.#settle(this.now + ms));
+  }
+
+  /** An input from outside (resume, callback): refused inputs throw and change nothing. */
+  deliver(flow: Flow, event: TraceEvent): Promise<Instance> {
+    return this.#exclusive(async () => {
+      this.#schedule(flow, await this.#commit(flow, event));
+      await this.#settle(this.now);
+      return flow.instance;
+    });
+  }
+
+  timersOf(flow: Flow): VirtualTimer[] {
+    return this.#items
+      .filter((i): i is Extract<Item, { kind: 'timer' }> => i.kind === 'timer' && i.flow === flow)
+      .sort((a, b) => a.at - b.at || a.n - b.n)
+      .map((i) => ({ purpose: i.purpose, seq: i.seq, fireAtMs: i.at }));
+  }
+
+  async #exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.#busy) throw new FlowError('FLOW_TEST_BUSY', 'the runner is still driving: await each call before making the next');
+    this.#busy = true;
+    try {
+      return await fn();
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /**
+   * Runs the agenda in time order until nothing is runnable and the next timer is after `limit`.
+   * Retry backoff moves the clock on its own (firing any timer it passes); a child's ending reaches
+   * its parent once every instance is at rest, the way the engine batches `children` wake-ups.
+   */
+  async #settle(limit: number): Promise<void> {
+    for (;;) {
+      const runs = this.#items.some((i) => i.kind === 'run');
+      if (!runs && this.#signals.length > 0) {
+        const { flow, seq } = this.#signals.shift()!;
+        this.#schedule(flow, await this.#commit(flow, { type: 'children', seq, state: childrenState(flow, seq) }));
+        continue;
+      }
+      let next: Item | undefined;
+      for (const i of this.#items) if (next === undefined || i.at < next.at || (i.at === next.at && i.n < next.n)) next = i;
+      if (next === undefined || (!runs && next.at > limit)) break;
+      this.#items = this.#items.filter((i) => i !== next);
+      this.now = Math.max(this.now, next.at);
+      if (next.kind === 'run') await this.#drive(next.flow);
+      else this.#schedule(next.flow, await this.#commit(next.flow, { type: 'timer', purpose: next.purpose, seq: next.seq }));
+    }
+    this.now = Math.max(this.now, limit);
+  }
+
+  /** The worker's loop: run prepared attempts of one instance while it has one and no backoff. */
+  async #drive(flow: Flow): Promise<void> {
+    while (this.#runnable(flow.instance)) {
+      const inst = flow.instance;
+      const event: TraceEvent = isUnstarted(inst) ? { type: 'begin', claimed: true } : await this.#execute(flow);
+      const t = await this.#commit(flow, event);
+      if (t !== null && t.runAfterMs !== null) {
+        this.#schedule(flow, t);
+        return;
+      }
+    }
+  }
+
+  #runnable(inst: Instance): boolean {
+    if (isUnstarted(inst)) return inst.state === 'pending';
+    return inst.ctx.running !== null && RUNNABLE.has(inst.state);
+  }
+
+  /** Leaves a runnable instance on the agenda: now, or after its backoff. */
+  #schedule(flow: Flow, t: Transition | null): void {
+    this.#items = this.#items.filter((i) => !(i.kind === 'run' && i.flow === flow));
+    if (this.#runnable(flow.instance)) this.#push({ kind: 'run', at: this.now + (t?.runAfterMs ?? 0), flow });
+  }
+
+  #push(item: Omit<Extract<Item, { kind: 'run' }>, 'n'> | Omit<Extract<Item, { kind: 'timer' }>, 'n'>): void {
+    this.#items.push({ ...item, n: this.#n++ } as Item);
+  }
+
+  #arm(flow: Flow, c: Extract<Command, { type: 'timer' }>, fromMs: number): void {
+    const at = c.at !== null ? Date.parse(c.at) : fromMs + (c.delayMs ?? 0);
+    this.#push({ kind: 'timer', at, flow, purpose: c.purpose, seq: c.seq });
+  }
+
+  /**
+   * Applies one event to the core, appends it to the trace, and performs the transition's commands
+   * (what the store would commit with it). A refusal throws before anything is recorded.
+   */
+  async #commit(flow: Flow, input: TraceEvent): Promise<Transition | null> {
+    const root = flow.root;
+    if (root.events >= root.maxEvents) {
+      throw new FlowError('FLOW_TEST_MAX_EVENTS', `${root.instance.id} used ${root.maxEvents} core events; raise maxEvents if that is expected`);
+    }
+    // the trace owns its copy: nothing a fake keeps can change it later
+    const event = structuredClone(input);
+    const before = flow.instance;
+    const t = await apply(flow.logic, before, event);
+    if (t !== null) refuseOutsideTable(before, event, t);
+    root.events++;
+    const entry: TraceEntry = { event, decision: t === null ? null : decisionOf(t), atMs: this.now };
+    flow.trace.entries.push(entry);
+    if (t !== null) {
+      flow.instance = t.instance;
+      for (const a of t.attempts) if (a.op === 'finish' && a.state === 'parked') flow.parkedSeq = a.seq;
+      for (const c of t.commands) this.#perform(flow, c);
+      const ended = !TERMINAL_STATES.has(before.state) && TERMINAL_STATES.has(t.instance.state);
+      if (ended && flow.parent !== null && t.instance.parentSeq !== null) this.#signal(flow.parent, t.instance.parentSeq);
+    }
+    this.#opts.onEvent?.(flow, entry);
+    return t;
+  }
+
+  #perform(flow: Flow, c: Command): void {
+    switch (c.type) {
+      case 'timer':
+        this.#arm(flow, c, this.now);
+        return;
+      case 'outbox':
+        flow.outbox.push(c);
+        return;
+      case 'spawn': {
+        const logic = this.#logicFor(c.logicId, c.version);
+        for (const [index, input] of c.inputs.entries()) {
+          const child = new Flow(this, logic, childInstance(flow.instance, logic, c.seq, index, input), flow, flow.maxEvents);
+          flow.children.push(child);
+          this.#push({ kind: 'run', at: this.now, flow: child });
+        }
+        return;
+      }
+      case 'cancelChildren':
+        // as the store does: open children end cancelled, their timers go; no core event, no wake-up
+        for (const child of flow.children) {
+          if (TERMINAL_STATES.has(child.instance.state)) continue;
+          child.instance = {
+            ...structuredClone(child.instance),
+            state: 'cancelled',
+            error: { code: 'CANCELLED', message: 'the parent workflow stopped waiting for it' },
+          };
+          child.cancelledByParent = true;
+          this.#items = this.#items.filter((i) => i.flow !== child);
+          this.#signals = this.#signals.filter((s) => s.flow !== child);
+        }
+        return;
+    }
+  }
+
+  #signal(parent: Flow, seq: number): void {
+    if (!this.#signals.some((s) => s.flow === parent && s.seq === seq)) this.#signals.push({ flow: parent, seq });
+  }
+
+  #logicFor(logicId: string, version: number | null): LogicVersion {
+    let found: LogicVersion | undefined;
+    for (const l of this.#logics) {
+      if (l.logicId !== logicId || (version !== null && l.version !== version)) continue;
+      if (found === undefined || l.version > found.version) found = l;
+    }
+    if (found === undefined) {
+      throw new FlowError(
+        'FLOW_TEST_UNKNOWN_LOGIC',
+        `a children step spawns ${logicId}@${version ?? 'active'}, which the runner was not given: pass it in { logics }`,
+      );
+    }
+    return found;
+  }
+
+  /** Runs the prepared attempt against its fake (or module) and returns the event for the core. */
+  async #execute(flow: Flow): Promise<TraceEvent> {
+    const inst = flow.instance;
+    const running = inst.ctx.running!;
+    const step = flow.logic.steps[running.step];
+    const def = (running.kind === 'step' ? step : step?.compensate) as EffectDef | undefined;
+    if (def === undefined || !['proxy', 'http', 'func'].includes(def.kind)) {
+      throw new Error(`workflow ${inst.id}: ${running.kind} ${running.step} is not an effect`);
+    }
+    if (def.kind === 'func' && this.#opts.funcRuntime !== undefined) {
+      return this.#runFunc(flow, def, running, step?.timeoutMs ?? DEFAULT_TIMEOUT_MS, this.#opts.funcRuntime);
+    }
+    const outcome = await this.#fake(fakeKey(def, inst.domain), running.step)(this.#call(running, running.input, running.idempotencyKey));
+    return { type: 'outcome', outcome };
+  }
+
+  /**
+   * One run of a func step's module, as engine/executors/func.ts does it: recorded calls answered
+   * from the record, the first unrecorded one made (here: to a fake) and returned as `progress`.
+   */
+  async #runFunc(flow: Flow, def: EffectDef<'func'>, running: Running, timeoutMs: number, runtime: FuncRuntime): Promise<TraceEvent> {
+    const inst = flow.instance;
+    const mod = flow.logic.modules?.[def.module];
+    if (mod === undefined) {
+      const error = { code: 'FLOW_UNKNOWN_MODULE', message: `module ${def.module} is not declared` };
+      return { type: 'outcome', outcome: { status: 'failed', retryable: false, error } };
+    }
+    const key = funcKey(running);
+    // the clock is taken once per step and generation, then always served from the record
+    const record: FuncRecord = inst.ctx.funcs?.[key] ?? {
+      clock: { nowMs: this.now, seed: Math.floor(unitHash(`${inst.id}:${key}`) * 2 ** 31) },
+      calls: [],
+    };
+    const result = await runtime.run({
+      moduleHash: mod.sha256,
+      exportName: def.export ?? 'run',
+      input: running.input,
+      declaredImports: Object.keys(mod.imports),
+      recorded: record.calls,
+      clock: record.clock,
+      timeoutMs,
+    });
+    if (result.status === 'done') return { type: 'outcome', outcome: { status: 'succeeded', output: result.output as JsonValue } };
+    if (result.status === 'failed') {
+      const retryable = RETRYABLE_FUNC_CODES.has(result.error.code as never);
+      return { type: 'outcome', outcome: { status: 'failed', retryable, error: result.error } };
+    }
+    const { n, importName, request } = result.call;
+    const target = mod.imports[importName]!;
+    const idempotencyKey = keys.hostCall(inst.id, running.step, running.generation, n);
+    const call = { ...this.#call(running, request as JsonValue, idempotencyKey), hostCall: { n, importName } };
+    const outcome = await this.#fake(hostFakeKey(target, inst.domain), running.step)(call);
+    // a transient failure fails this attempt (the step's retry policy applies; the record stays)
+    if (outcome.status === 'failed' && outcome.retryable) return { type: 'outcome', outcome };
+    const response =
+      outcome.status === 'succeeded'
+        ? outcome.output
+        : outcome.status === 'failed'
+          ? { error: outcome.error }
+          : { error: { code: 'HOST_CALL_PARKED', message: 'a host call cannot answer 202 waiting', status: 202 } };
+    const calls = [...record.calls, { n, importName, request: request as JsonValue, response: response as JsonValue }];
+    return { type: 'progress', record: { clock: record.clock, calls } };
+  }
+
+  #call(running: Running, input: JsonValue, idempotencyKey: string): FakeCall {
+    return { step: running.step, kind: running.kind, input, attempt: running.attempt, idempotencyKey, seq: running.seq };
+  }
+
+  #fake(key: string, step: string): Fake {
+    const fake = this.#fakes[key];
+    if (fake === undefined) throw new Error(`no fake for ${key} (step ${step}); known: ${Object.keys(this.#fakes).join(', ')}`);
+    return fake;
+  }
+}
+
+/**
+ * The store refuses every transition that is not a row of the contract's table (DESIGN.md §4), so
+ * the runner does too: a definition must not pass here and fail against Postgres. Worker events
+ * (an attempt's result, a claimed child's start) apply to the claimed instance: pending → processing.
+ * Creating an instance is an insert, not a transition.
+ */
+function refuseOutsideTable(before: Instance, event: TraceEvent, t: Transition): void {
+  if (event.type === 'begin' && event.claimed !== true) return;
+  const worker = event.type === 'outcome' || event.type === 'progress' || event.type === 'begin';
+  const from: WorkflowState = worker && before.state === 'pending' ? 'processing' : before.state;
+  if (!isAllowedTransition(from, t.cause, t.instance.state)) {
+    throw new FlowError(
+      'FLOW_TRANSITION_REFUSED',
+      `workflow ${before.id}: ${from} --${t.cause}--> ${t.instance.state} is not in the transition table (contracts/states.ts); the store would refuse it`,
+      { status: 500, details: { from, cause: t.cause, to: t.instance.state, event } },
+    );
+  }
+}
+
+/** What the store's count and load would give the parent: children of attempt `seq`, in item order. */
+function childrenState(flow: Flow, seq: number): ChildrenState {
+  const kids = flow.children.filter((c) => c.instance.parentSeq === seq);
+  const ended = kids.filter((c) => TERMINAL_STATES.has(c.instance.state));
+  const open = kids.length - ended.length;
+  return {
+    total: kids.length,
+    open,
+    failed: ended.filter((c) => c.instance.state !== 'completed').length,
+    results: open > 0 ? null : kids.map((c) => ({ state: c.instance.state, output: c.instance.output, error: c.instance.error as JsonValue })),
+  };
+}
+
 function newInstance(logic: LogicVersion, input: JsonValue, opts: RunOptions): Instance {
   return {
-    id: randomUUID(),
+    id: opts.id ?? randomUUID(),
     env: opts.env ?? 'test',
     domain: logic.domain,
     logicId: logic.logicId,
@@ -87,7 +574,21 @@ function newInstance(logic: LogicVersion, input: JsonValue, opts: RunOptions): I
     generation: 0,
     correlationId: opts.correlationId ?? null,
     parentId: null,
+    parentSeq: null,
     branchIndex: null,
     ctx: initialCtx(),
+  };
+}
+
+/** A spawned child as the store inserts it: pending, nothing prepared; its id derives from its place. */
+function childInstance(parent: Instance, logic: LogicVersion, seq: number, index: number, input: JsonValue): Instance {
+  const h = createHash('sha256').update(`${parent.id}:${seq}:${index}`).digest('hex');
+  const id = `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
+  return {
+    ...newInstance(logic, input, { env: parent.env, id }),
+    correlationId: parent.correlationId,
+    parentId: parent.id,
+    parentSeq: seq,
+    branchIndex: index,
   };
 }

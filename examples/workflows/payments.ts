@@ -12,7 +12,8 @@ export const CaptureInput = z.object({
 });
 
 /**
- * Reserve funds, ask an approver when the amount is large, capture, then notify the customer.
+ * Reserve funds, score the risk in a WASM module (which asks the service for the account's
+ * history), ask an approver when the score or the amount is high, capture, then notify.
  * A failure after the reservation releases it (and refunds a capture); a failed notification does
  * not undo the payment.
  */
@@ -23,6 +24,10 @@ export const paymentsCapture = workflow({
   description: 'Reserve, approve large amounts, capture and notify.',
   input: CaptureInput,
 })
+  .module('risk', {
+    assemblyScript: './modules/risk-score.as.ts',
+    imports: { accountHistory: { path: '/accounts/history' } },
+  })
   .proxy('reserve', {
     path: '/funds/reserve',
     input: ({ input }) => ({
@@ -40,8 +45,14 @@ export const paymentsCapture = workflow({
       input: ({ input, steps }) => ({ paymentId: input.paymentId, reservationId: steps.reserve?.reservationId }),
     },
   })
+  .func('score', {
+    module: 'risk',
+    input: ({ input }) => ({ accountId: input.accountId, cents: Math.round(input.amount * 100) }),
+    output: z.object({ score: z.number(), needsApproval: z.boolean(), reason: z.string() }),
+    timeoutMs: 5_000,
+  })
   .choice('needsApproval', {
-    branches: [{ when: ({ input }) => input.amount >= 10_000, next: 'approval' }],
+    branches: [{ when: ({ input, steps }) => steps.score.needsApproval || input.amount >= 10_000, next: 'approval' }],
     otherwise: 'capture',
   })
   .decision('approval', {

@@ -54,7 +54,7 @@ describe('compiling the examples', () => {
     expect(payments.steps['reserve']).toMatchObject({ kind: 'proxy', path: '/funds/reserve', compensate: { kind: 'proxy', path: '/funds/release' } });
     expect(payments.steps['capture']).toMatchObject({ kind: 'proxy', path: '/funds/capture', compensate: { path: '/funds/refund' } });
     expect(payments.steps['approval']).toMatchObject({ kind: 'decision', options: ['approve', 'reject'] });
-    expect(payments.steps['needsApproval']).toMatchObject({ kind: 'choice', branches: [{ when: 'input.amount >= 10000', next: 'approval' }] });
+    expect(payments.steps['needsApproval']).toMatchObject({ kind: 'choice', branches: [{ when: 'steps.score.needsApproval or (input.amount >= 10000)', next: 'approval' }] });
     expect(payments.steps['notify']).toMatchObject({ kind: 'proxy', path: '/notify' });
     const tenant = byId.get('provisioning.tenant')!;
     expect(tenant.steps['services']).toMatchObject({ kind: 'children', logicId: 'provisioning.service', items: 'input.services' });

@@ -12,12 +12,13 @@ describe('the Mermaid diagram of a version', () => {
 
   test('shows steps by kind, routes with their conditions, error routes and compensations', () => {
     expect(diagram).toContain('s0["reserve<br/>proxy POST /funds/reserve"]');
-    expect(diagram).toContain('s2{{"approval<br/>decision: approve / reject (deadline P2D)"}}');
-    expect(diagram).toContain('s1 -->|"input.amount #gt;= 10000"| s2');
-    expect(diagram).toContain('s1 -->|otherwise| s3');
-    expect(diagram).toContain('s5 -.->|onError| s7');
+    expect(diagram).toContain('s3{{"approval<br/>decision: approve / reject (deadline P2D)"}}');
+    expect(diagram).toContain('s1["score<br/>func risk.run"]');
+    expect(diagram).toContain('s2 -->|"steps.score.needsApproval or (input.amount #gt;= 10000)"| s3');
+    expect(diagram).toContain('s2 -->|otherwise| s4');
+    expect(diagram).toContain('s6 -.->|onError| s8');
     expect(diagram).toContain('c0[/"undo: proxy POST /funds/release"/]');
     expect(diagram).toContain('s0 -.-o|compensate| c0');
-    expect(diagram).toContain('s5 --> done');
+    expect(diagram).toContain('s6 --> done');
   });
 });

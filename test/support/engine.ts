@@ -13,9 +13,21 @@ export function testEngine(db: Db, svc: FakeService): Engine {
   return new Engine({ db, env: 'test-env', executors: { handlers: new Map([['TEST', { url: svc.url }]]) } });
 }
 
-/** Runs every due timer and runnable instance to rest, like a worker would, without sleeping. */
+/**
+ * Runs every due timer and runnable instance to rest, like a worker would, without sleeping:
+ * retry backoff is fast-forwarded (delays and deadlines are not; `advance` moves those).
+ */
 export async function settle(engine: Engine): Promise<void> {
-  await engine.workers.drain();
+  for (let round = 0; round < 50; round++) {
+    await engine.workers.drain();
+    const res = await engine.db.pool.query<{ ms: number | null }>(
+      `SELECT extract(epoch FROM min(run_at) - now()) * 1000 AS ms FROM workflows
+       WHERE state IN ('pending', 'compensating') AND lease_expires_at IS NULL`,
+    );
+    const ms = res.rows[0]?.ms;
+    if (ms === null || ms === undefined) return;
+    await asScheduler(engine.db, (c) => c.query(`UPDATE workflows SET run_at = now() WHERE state IN ('pending', 'compensating')`));
+  }
 }
 
 /** Moves the database's notion of "due" forward by `ms` and settles. */

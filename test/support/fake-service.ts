@@ -6,6 +6,8 @@ export interface Received {
   path: string;
   headers: Record<string, string>;
   body: unknown;
+  /** The body exactly as received (signatures are over these bytes). */
+  raw: string;
 }
 
 export type Reply = { status: number; body?: unknown; headers?: Record<string, string> };
@@ -61,6 +63,7 @@ export class FakeService {
       path: req.url ?? '/',
       headers: Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)])),
       body: text === '' ? null : JSON.parse(text),
+      raw: text,
     };
     this.received.push(received);
     const route = this.#routes.get(received.path);

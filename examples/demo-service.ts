@@ -1,0 +1,83 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * A small owning service for the examples: the internal API the workflows proxy back to. It
+ * behaves as a real one should — each Idempotency-Key is applied once and its first answer is
+ * replayed — and fails on purpose for a few well-known inputs so the demo shows retries and
+ * compensation:
+ * - account `acct-flaky` makes the first reserve attempt answer 503;
+ * - a payment id containing `declined` makes capture answer 402 (permanent);
+ * - account `acct-risky` has chargebacks on record, so the risk module asks for an approval.
+ */
+export interface DemoService {
+  url: string;
+  /** Every request in arrival order, for timelines and tests. */
+  log: { method: string; path: string; key: string | undefined; status: number }[];
+  close(): Promise<void>;
+}
+
+type Handler = (body: Record<string, unknown>, req: IncomingMessage) => { status: number; body: unknown };
+
+export async function startDemoService(): Promise<DemoService> {
+  const answered = new Map<string, { status: number; body: unknown }>();
+  const flaky = new Set<string>();
+  const reservedCents = new Map<string, number>();
+  let seq = 0;
+  const id = (prefix: string) => `${prefix}_${String(++seq).padStart(4, '0')}`;
+
+  const routes: Record<string, Handler> = {
+    '/funds/reserve': (b) => {
+      if (b['accountId'] === 'acct-flaky' && !flaky.has(String(b['paymentId']))) {
+        flaky.add(String(b['paymentId']));
+        return { status: 503, body: { message: 'ledger busy, try again' } };
+      }
+      const reservationId = id('res');
+      reservedCents.set(reservationId, Number(b['cents']));
+      return { status: 200, body: { reservationId } };
+    },
+    '/funds/release': () => ({ status: 200, body: { released: true } }),
+    '/accounts/history': (b) => ({ status: 200, body: { accountId: b['accountId'], chargebacks: b['accountId'] === 'acct-risky' ? 2 : 0 } }),
+    '/funds/capture': (b) =>
+      String(b['paymentId']).includes('declined')
+        ? { status: 402, body: { message: 'card declined by issuer' } }
+        : { status: 200, body: { captureId: id('cap'), capturedCents: reservedCents.get(String(b['reservationId'])) ?? 0 } },
+    '/funds/refund': () => ({ status: 200, body: { refunded: true } }),
+    '/notify': () => ({ status: 200, body: { sent: true } }),
+  };
+
+  const log: DemoService['log'] = [];
+  const server: Server = createServer((req, res) => {
+    void handle(req, res);
+  });
+
+  async function handle(req: IncomingMessage, res: ServerResponse) {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    const body = (text === '' ? {} : JSON.parse(text)) as Record<string, unknown>;
+    const key = req.headers['idempotency-key'] as string | undefined;
+    const path = req.url ?? '/';
+    const route = routes[path];
+    let answer = key === undefined ? undefined : answered.get(key);
+    if (answer === undefined) {
+      answer = route ? route(body, req) : { status: 404, body: { message: `no route ${path}` } };
+      // transient answers are not remembered: a retry may succeed
+      if (key !== undefined && answer.status < 500) answered.set(key, answer);
+    }
+    log.push({ method: req.method ?? 'GET', path, key, status: answer.status });
+    res.writeHead(answer.status, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(answer.body));
+  }
+
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    log,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

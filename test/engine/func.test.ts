@@ -1,0 +1,77 @@
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { createFuncRuntime, type FuncRuntime } from '../../host-functions/index.ts';
+import { Engine } from '../../engine/runtime/engine.ts';
+import { buildTestModules, type BuiltTestModules, TEST_MEMORY_PAGES } from '../host-functions/helpers/test-modules.ts';
+import { describeEachDriver } from '../support/db.ts';
+import { settle, uniqueLogic } from '../support/engine.ts';
+import { FakeService } from '../support/fake-service.ts';
+
+describeEachDriver('func steps in the engine', (getDb) => {
+  let svc: FakeService;
+  let built: BuiltTestModules;
+  let runtime: FuncRuntime;
+  let engine: Engine;
+  let failLookups = 0;
+  beforeAll(async () => {
+    built = await buildTestModules(['one-call']);
+    runtime = createFuncRuntime({ loadModule: built.load, maxMemoryPages: TEST_MEMORY_PAGES });
+    svc = await new FakeService()
+      .on('/lookup', (r) => {
+        if (failLookups > 0) {
+          failLookups--;
+          return { status: 503 };
+        }
+        return { status: 200, body: { history: [(r.body as { account: string }).account, 'ok'] } };
+      })
+      .listen();
+    engine = new Engine({ db: getDb(), env: 'test-env', executors: { handlers: new Map([['TEST', { url: svc.url }]]), funcRuntime: runtime } });
+  }, 120_000);
+  afterAll(async () => {
+    await runtime.close();
+    await svc.close();
+    await built.cleanup();
+  });
+
+  const logic = () =>
+    uniqueLogic({
+      domain: 'test',
+      start: 'score',
+      modules: { risk: { sha256: built.hash['one-call']!, imports: { lookup: { path: '/lookup' } } } },
+      steps: { score: { kind: 'func', module: 'risk', input: '{ "account": input.account }', retry: { maxAttempts: 3, initialMs: 0 } } },
+    });
+
+  async function run(input: unknown) {
+    const l = logic();
+    await engine.publish(l, 'test-env');
+    const { id } = await engine.start({ logicId: l.logicId, input, env: 'test-env' });
+    await settle(engine);
+    return engine.get(id, 'test-env');
+  }
+
+  it('runs the module, makes its host call once with the call key, records it, and completes', async () => {
+    const record = await run({ account: 'acc-1' });
+    expect(record.state).toBe('completed');
+    expect(record.output).toEqual({ response: { history: ['acc-1', 'ok'] } });
+    const calls = svc.calls('/lookup').filter((c) => c.headers['x-flow-workflow-id'] === record.id);
+    expect(calls.map((c) => c.headers['idempotency-key'])).toEqual([`${record.id}:score:0:call:0`]);
+    expect(calls[0]?.body).toEqual({ account: 'acc-1' });
+  });
+
+  it('a transient host-call failure retries the step and the call is made again under the same key', async () => {
+    failLookups = 1;
+    const record = await run({ account: 'acc-2' });
+    expect(record.state).toBe('completed');
+    const calls = svc.calls('/lookup').filter((c) => c.headers['x-flow-workflow-id'] === record.id);
+    expect(calls.map((c) => c.headers['idempotency-key'])).toEqual([`${record.id}:score:0:call:0`, `${record.id}:score:0:call:0`]);
+    expect(record.steps.map((s) => s.state)).toEqual(['failed', 'succeeded']);
+  });
+
+  it('a func step fails with FLOW_FUNC_UNAVAILABLE on an engine without a module runtime', async () => {
+    const bare = new Engine({ db: getDb(), env: 'test-env', executors: { handlers: new Map() } });
+    const l = logic();
+    await bare.publish(l, 'test-env');
+    const { id } = await bare.start({ logicId: l.logicId, input: { account: 'x' }, env: 'test-env' });
+    await settle(bare);
+    expect((await bare.get(id, 'test-env')).error?.code).toBe('FLOW_FUNC_UNAVAILABLE');
+  });
+});
