@@ -39,6 +39,10 @@ function openPostgres(url: string, schema: string, max: number): Db {
   // An idle client that loses its connection (server restart) emits here; without a listener
   // the process would crash. The pool drops the client and opens a new one on next use.
   pool.on('error', () => {});
+  // A client checked out when its connection drops emits 'error' as well, and the pool listens
+  // only to idle ones: unheard, that error crashed the process. The query in flight rejects with
+  // it anyway, and the pool discards the broken client when it is released.
+  pool.on('connect', (client) => client.on('error', () => {}));
   return {
     pool,
     schema,
