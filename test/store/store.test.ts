@@ -1,0 +1,159 @@
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { WORKFLOW_STATES, TRANSITION_CAUSES, isAllowedTransition, type WorkflowState, type TransitionCause } from '../../contracts/index.ts';
+import { begin } from '../../engine/core/flow.ts';
+import { initialCtx, type Instance } from '../../engine/core/instance.ts';
+import { Draft } from '../../engine/core/transition.ts';
+import { commitTransition } from '../../engine/store/commit-transition.ts';
+import { openDb } from '../../engine/store/db.ts';
+import { insertWorkflow } from '../../engine/store/insert-workflow.ts';
+import { loadWorkflow } from '../../engine/store/load-workflow.ts';
+import { findLogicVersion, publishLogicVersion } from '../../engine/store/logic-versions.ts';
+import { dropSchema, migrate } from '../../engine/store/migrate.ts';
+import { inEnv } from '../../engine/store/tx.ts';
+import { makeLogic } from '../contracts/helpers.ts';
+import { closeTestDb, describeEachDriver, openTestDb } from '../support/db.ts';
+
+const logic = makeLogic({ logicId: 'store.flow', start: 'wait', steps: { wait: { kind: 'decision', options: ['go'] } } });
+
+function instanceOf(env: string): Instance {
+  return {
+    id: randomUUID(),
+    env,
+    domain: 'test',
+    logicId: logic.logicId,
+    version: 1,
+    logicHash: logic.hash,
+    state: 'pending',
+    input: {},
+    output: null,
+    currentStep: logic.start,
+    error: null,
+    generation: 0,
+    correlationId: null,
+    parentId: null,
+    parentSeq: null,
+    branchIndex: null,
+    ctx: initialCtx(),
+  };
+}
+
+describeEachDriver('store', (getDb) => {
+  async function createIn(env: string): Promise<string> {
+    const t = await begin(logic, instanceOf(env));
+    return inEnv(getDb(), env, async (c) => {
+      await publishLogicVersion(c, env, logic).catch(() => false);
+      return (await insertWorkflow(c, t, null)).id;
+    });
+  }
+
+  it('row-level security: env A can neither read nor update env B, and no env sees nothing', async () => {
+    const a = await createIn('env-a');
+    const b = await createIn('env-b');
+    const seen = await inEnv(getDb(), 'env-a', async (c) => (await c.query<{ id: string }>('SELECT id FROM workflows')).rows.map((r) => r.id));
+    expect(seen).toContain(a);
+    expect(seen).not.toContain(b);
+    const updated = await inEnv(getDb(), 'env-a', async (c) => (await c.query(`UPDATE workflows SET state = 'cancelled' WHERE id = $1`, [b])).rowCount);
+    expect(updated).toBe(0);
+    const steps = await inEnv(getDb(), 'env-a', async (c) => (await c.query('SELECT * FROM step_runs WHERE workflow_id = $1', [b])).rowCount);
+    expect(steps).toBe(0);
+    const db = getDb();
+    const client = await db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(`SELECT set_config('role', 'flow_app', true)`);
+      expect((await client.query('SELECT id FROM workflows')).rowCount).toBe(0);
+      expect((await client.query('SELECT * FROM logic_versions')).rowCount).toBe(0);
+      await client.query('ROLLBACK');
+    } finally {
+      client.release();
+    }
+    await expect(
+      inEnv(getDb(), 'env-a', (c) =>
+        c.query(`INSERT INTO audit (env_id, workflow_id, verb, actor, before, after) VALUES ('env-b', $1, 'x', 'y', '{}', '{}')`, [b]),
+      ),
+    ).rejects.toMatchObject({ code: '42501' });
+  });
+
+  it('the application roles own no table, and every table forces row-level security', async () => {
+    const res = await getDb().pool.query<{ relname: string; owner: string; forced: boolean; enabled: boolean }>(
+      `SELECT c.relname, pg_get_userbyid(c.relowner) AS owner, c.relforcerowsecurity AS forced, c.relrowsecurity AS enabled
+       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+       WHERE n.nspname = $1 AND c.relkind = 'r' AND c.relname <> 'schema_migrations'`,
+      [getDb().schema],
+    );
+    expect(res.rows.length).toBeGreaterThanOrEqual(8);
+    for (const row of res.rows) {
+      expect(row.owner, row.relname).not.toMatch(/^flow_(app|engine)$/);
+      expect(row.enabled && row.forced, row.relname).toBe(true);
+    }
+  });
+
+  it('refuses to publish the same (logicId, version) with another hash; the same hash is a no-op', async () => {
+    const env = 'env-pub';
+    const v1 = makeLogic({ logicId: 'store.pub', start: 'p', steps: { p: { kind: 'pass' } } });
+    const other = makeLogic({ logicId: 'store.pub', start: 'p', steps: { p: { kind: 'pass', input: '"changed"' } } });
+    expect(await inEnv(getDb(), env, (c) => publishLogicVersion(c, env, v1))).toBe(true);
+    expect(await inEnv(getDb(), env, (c) => publishLogicVersion(c, env, v1))).toBe(false);
+    await expect(inEnv(getDb(), env, (c) => publishLogicVersion(c, env, other))).rejects.toMatchObject({ code: 'FLOW_VERSION_CONFLICT' });
+    expect((await inEnv(getDb(), env, (c) => findLogicVersion(c, 'store.pub')))?.hash).toBe(v1.hash);
+    await expect(inEnv(getDb(), env, (c) => c.query(`UPDATE logic_versions SET hash = 'x'`))).rejects.toMatchObject({ code: '42501' });
+  });
+
+  it('allows every transition of the table and refuses every pair outside it, changing nothing', async () => {
+    const id = await createIn('env-t');
+    const stored = (await inEnv(getDb(), 'env-t', (c) => loadWorkflow(c, id)))!;
+    let refused = 0;
+    let allowedChecked = 0;
+    for (const from of WORKFLOW_STATES)
+      for (const cause of TRANSITION_CAUSES)
+        for (const to of WORKFLOW_STATES) {
+          const d = new Draft(logic, { ...stored.instance, state: from }, cause as TransitionCause);
+          d.instance.state = to as WorkflowState;
+          const fake = { ...stored, instance: { ...stored.instance, state: from } };
+          if (isAllowedTransition(from, cause, to)) {
+            allowedChecked++;
+            continue;
+          }
+          await expect(inEnv(getDb(), 'env-t', (c) => commitTransition(c, fake, d.done(), { keepLease: null }))).rejects.toMatchObject({
+            code: 'FLOW_TRANSITION_REFUSED',
+          });
+          refused++;
+        }
+    expect(refused + allowedChecked).toBe(WORKFLOW_STATES.length ** 2 * TRANSITION_CAUSES.length);
+    expect((await inEnv(getDb(), 'env-t', (c) => loadWorkflow(c, id)))!.rowVersion).toBe(stored.rowVersion);
+  });
+
+  it('an allowed transition commits once; the same write again is fenced by row_version', async () => {
+    const id = await createIn('env-occ');
+    const stored = (await inEnv(getDb(), 'env-occ', (c) => loadWorkflow(c, id)))!;
+    const d = new Draft(logic, stored.instance, 'verb.cancel');
+    d.instance.state = 'cancelled';
+    const t = d.done();
+    expect(await commitTransition(getDb(), stored, t, { keepLease: null })).toBe(true);
+    expect(await commitTransition(getDb(), stored, t, { keepLease: null })).toBe(false);
+    expect((await inEnv(getDb(), 'env-occ', (c) => loadWorkflow(c, id)))!.instance.state).toBe('cancelled');
+  });
+});
+
+describe('migrations', () => {
+  it('two migrators racing on one schema apply each migration exactly once', async () => {
+    const first = await openTestDb('pglite');
+    await closeTestDb(first);
+    if (!process.env['DATABASE_URL']) return;
+    const schema = `flow_race_${randomUUID().slice(0, 8)}`;
+    const a = await openDb(process.env['DATABASE_URL'], { schema });
+    const b = await openDb(process.env['DATABASE_URL'], { schema });
+    try {
+      const [ra, rb] = await Promise.all([migrate(a), migrate(b)]);
+      const applied = [...ra, ...rb].sort();
+      const files = (await a.pool.query<{ name: string }>('SELECT name FROM schema_migrations ORDER BY name')).rows.map((r) => r.name);
+      expect(applied).toEqual(files);
+      expect(await migrate(a)).toEqual([]);
+    } finally {
+      await dropSchema(a);
+      await a.close();
+      await b.close();
+    }
+  });
+});
