@@ -1,0 +1,44 @@
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { Engine } from '../../engine/runtime/engine.ts';
+import { describeEachDriver } from '../support/db.ts';
+import { settle, testEngine, uniqueLogic } from '../support/engine.ts';
+import { FakeService } from '../support/fake-service.ts';
+
+describeEachDriver('listing stuck and dead-lettered instances', (getDb) => {
+  let svc: FakeService;
+  let engine: Engine;
+  beforeAll(async () => {
+    svc = await new FakeService().on('/down', () => ({ status: 503 })).listen();
+    engine = testEngine(getDb(), svc);
+  });
+  afterAll(() => svc.close());
+
+  async function start(logic: ReturnType<typeof uniqueLogic>) {
+    await engine.publish(logic, 'test-env');
+    return (await engine.start({ logicId: logic.logicId, input: { n: 1 }, env: 'test-env' })).id;
+  }
+  const sql = (text: string, params: unknown[]) => getDb().pool.query(text, params);
+
+  it('lists dead-lettered instances with their context snapshot', async () => {
+    const id = await start(uniqueLogic({ start: 'down', steps: { down: { kind: 'proxy', handler: 'test', path: '/down', retry: { maxAttempts: 1 } } } }));
+    await settle(engine);
+    const dead = (await engine.ops.listDeadLettered({ env: 'test-env' })).find((d) => d.id === id);
+    expect(dead).toMatchObject({ reason: 'dead_lettered', currentStep: 'down', error: { code: 'HTTP_503' } });
+    expect(dead?.ctx.attempts).toEqual({ down: 1 });
+  });
+
+  it('lists an instance whose worker lease expired, one waiting past its deadline, and one pending too long', async () => {
+    const leased = await start(uniqueLogic({ start: 'down', steps: { down: { kind: 'proxy', handler: 'test', path: '/down' } } }));
+    await sql(`UPDATE workflows SET state = 'processing', lease_token = gen_random_uuid(), lease_expires_at = now() - interval '1 minute' WHERE id = $1`, [leased]);
+    const late = await start(uniqueLogic({ start: 'ask', steps: { ask: { kind: 'decision', options: ['ok'], deadline: 'PT1M' } } }));
+    await sql(`UPDATE timers SET fire_at = now() - interval '1 minute' WHERE workflow_id = $1`, [late]);
+    const queued = await start(uniqueLogic({ start: 'down', steps: { down: { kind: 'proxy', handler: 'test', path: '/down' } } }));
+    await sql(`UPDATE workflows SET run_at = now() - interval '10 minutes' WHERE id = $1`, [queued]);
+
+    const stuck = await engine.ops.listStuck({ env: 'test-env', pendingForMs: 5 * 60_000 });
+    const reasons = Object.fromEntries(stuck.map((s) => [s.id, s.reason]));
+    expect(reasons[leased]).toBe('lease_expired');
+    expect(reasons[late]).toBe('deadline_passed');
+    expect(reasons[queued]).toBe('pending_too_long');
+  });
+});
