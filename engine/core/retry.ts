@@ -25,5 +25,6 @@ export function unitHash(s: string): number {
 export const keys = {
   step: (id: string, step: string, generation: number) => `${id}:${step}:${generation}`,
   compensation: (id: string, step: string, generation: number) => `${id}:${step}:${generation}:compensate`,
-  hostCall: (id: string, step: string, generation: number, n: number) => `${id}:${step}:${generation}:call:${n}`,
+  /** Host call n of a func run: the attempt's own key (step, or `…:compensate`) plus `:call:<n>`. */
+  hostCall: (attemptKey: string, n: number) => `${attemptKey}:call:${n}`,
 };

@@ -41,7 +41,7 @@ export function funcExecutor(runtime: FuncRuntime, handlers: HandlerProfiles): E
     const { n, importName, request } = result.call;
     const target = mod.imports[importName]!;
     const profile = resolveHandler(handlers, target.handler ?? a.instance.domain);
-    const idempotencyKey = keys.hostCall(a.instance.id, a.running.step, a.running.generation, n);
+    const idempotencyKey = keys.hostCall(a.running.idempotencyKey, n);
     const outcome = await callHttp({
       method: target.method ?? 'POST',
       url: profile.url.replace(/\/$/, '') + target.path,

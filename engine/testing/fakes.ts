@@ -8,6 +8,10 @@ export interface FakeCall {
   input: JsonValue;
   attempt: number;
   idempotencyKey: string;
+  /** The attempt's number in the instance's history: what its resume token names (see `FlowHandle.complete`). */
+  seq: number;
+  /** Set for a func step's host call: its number in the run and the import the module called. */
+  hostCall?: { n: number; importName: string };
 }
 
 /** Answers one call; it may keep state (count attempts) — it is only ever called live, never on replay. */

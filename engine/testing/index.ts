@@ -1,4 +1,25 @@
-/** `sentin8-flow/testing`: run workflows in process against fakes, and replay their traces. */
+/** `sentin8-flow/testing`: run workflows in process against fakes, on a virtual clock, and replay their traces. */
+export type { ResumeArgs } from '../core/wake.ts';
 export { type Fake, type FakeCall, fakes } from './fakes.ts';
-export { fakeKey, type RunOptions, type RunResult, TestRunner } from './runner.ts';
-export { type Decision, ReplayDivergence, replay, type Trace, type TraceEntry, type TraceEvent } from './trace.ts';
+export {
+  type FlowHandle,
+  fakeKey,
+  hostFakeKey,
+  type OutboxCommand,
+  type RunnerOptions,
+  type RunOptions,
+  type RunResult,
+  TestRunner,
+  type VirtualTimer,
+} from './runner.ts';
+export {
+  apply,
+  type Decision,
+  decisionOf,
+  ReplayDivergence,
+  type Replayed,
+  replay,
+  type Trace,
+  type TraceEntry,
+  type TraceEvent,
+} from './trace.ts';

@@ -49,7 +49,9 @@ export interface RunnerOptions {
 }
 
 export interface RunOptions {
+  /** The instance's environment; children inherit it. (Default: `test`) */
   env?: string;
+  /** Carried into `workflow.correlationId` and to every child. (Default: null) */
   correlationId?: string;
   /** The instance id; idempotency keys start with it. (Default: a random UUID) */
   id?: string;
@@ -250,11 +252,11 @@ class Simulation {
   restore(trace: Trace, opts: Pick<RunOptions, 'maxEvents'>): Promise<FlowHandle> {
     return this.#exclusive(async () => {
       const logic = this.#logics.find((l) => l.hash === trace.logicHash);
-      if (logic === undefined) throw new FlowError('FLOW_TEST_UNKNOWN_LOGIC', `the runner does not know the LogicVersion ${trace.logicHash}`);
+      if (logic === undefined) throw new Error(`the runner does not know the LogicVersion ${trace.logicHash} the trace was recorded on`);
       const instance = await replay(logic, trace);
       const running = instance.ctx.running;
       if (instance.state === 'waiting' && running !== null && logic.steps[running.step]?.kind === 'children') {
-        throw new FlowError('FLOW_TEST_UNSUPPORTED', `cannot restore ${instance.id}: it is parked on children, whose runs are not in its trace`);
+        throw new Error(`cannot restore ${instance.id}: it is parked on children, whose runs are not in its trace`);
       }
       const flow = new Flow(this, logic, structuredClone(trace.initial), null, opts.maxEvents ?? 10_000);
       flow.instance = instance;
@@ -304,7 +306,7 @@ class Simulation {
   }
 
   async #exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.#busy) throw new FlowError('FLOW_TEST_BUSY', 'the runner is still driving: await each call before making the next');
+    if (this.#busy) throw new Error('the runner is still driving: await each call before making the next');
     this.#busy = true;
     try {
       return await fn();
@@ -377,7 +379,7 @@ class Simulation {
   async #commit(flow: Flow, input: TraceEvent): Promise<Transition | null> {
     const root = flow.root;
     if (root.events >= root.maxEvents) {
-      throw new FlowError('FLOW_TEST_MAX_EVENTS', `${root.instance.id} used ${root.maxEvents} core events; raise maxEvents if that is expected`);
+      throw new Error(`${root.instance.id} used ${root.maxEvents} core events without coming to rest; raise maxEvents if that is expected`);
     }
     // the trace owns its copy: nothing a fake keeps can change it later
     const event = structuredClone(input);
@@ -443,10 +445,7 @@ class Simulation {
       if (found === undefined || l.version > found.version) found = l;
     }
     if (found === undefined) {
-      throw new FlowError(
-        'FLOW_TEST_UNKNOWN_LOGIC',
-        `a children step spawns ${logicId}@${version ?? 'active'}, which the runner was not given: pass it in { logics }`,
-      );
+      throw new Error(`a children step spawns ${logicId}@${version ?? 'active'}, which the runner was not given: pass it in { logics }`);
     }
     return found;
   }
@@ -500,7 +499,7 @@ class Simulation {
     }
     const { n, importName, request } = result.call;
     const target = mod.imports[importName]!;
-    const idempotencyKey = keys.hostCall(inst.id, running.step, running.generation, n);
+    const idempotencyKey = keys.hostCall(running.idempotencyKey, n);
     const call = { ...this.#call(running, request as JsonValue, idempotencyKey), hostCall: { n, importName } };
     const outcome = await this.#fake(hostFakeKey(target, inst.domain), running.step)(call);
     // a transient failure fails this attempt (the step's retry policy applies; the record stays)
