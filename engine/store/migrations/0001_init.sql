@@ -57,14 +57,19 @@ CREATE TABLE workflows (
   correlation_id   text,
   idempotency_key  text,
   parent_id        uuid,
+  -- which parked attempt of the parent spawned this child: children of an attempt a repair has
+  -- since superseded never count towards the new one
+  parent_seq       integer,
   branch_index     integer,
+  -- receives an outbox `callback` row on every transition into a terminal state
+  callback_url     text,
   created_at       timestamptz NOT NULL DEFAULT now(),
   updated_at       timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX workflows_runnable ON workflows (run_at) WHERE state IN ('pending', 'compensating');
 CREATE INDEX workflows_leased ON workflows (lease_expires_at) WHERE state IN ('processing', 'compensating');
 CREATE INDEX workflows_state ON workflows (env_id, state, updated_at);
-CREATE INDEX workflows_parent ON workflows (parent_id, branch_index) WHERE parent_id IS NOT NULL;
+CREATE INDEX workflows_parent ON workflows (parent_id, parent_seq, branch_index) WHERE parent_id IS NOT NULL;
 CREATE UNIQUE INDEX workflows_idempotency ON workflows (env_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
 
 CREATE TABLE step_runs (
@@ -105,13 +110,20 @@ CREATE TABLE outbox (
   topic           text        NOT NULL,
   payload         jsonb       NOT NULL,
   idempotency_key text        NOT NULL,
+  -- where a callback row goes; event rows go to the engine's event sink
+  url             text,
   attempts        integer     NOT NULL DEFAULT 0,
   next_attempt_at timestamptz NOT NULL DEFAULT now(),
   delivered_at    timestamptz,
+  -- set when the relay gave up (a permanent 4xx, or out of attempts); rows are never deleted
+  failed_at       timestamptz,
   last_error      text,
-  created_at      timestamptz NOT NULL DEFAULT now()
+  created_at      timestamptz NOT NULL DEFAULT now(),
+  CONSTRAINT outbox_callback_has_url CHECK (kind <> 'callback' OR url IS NOT NULL),
+  CONSTRAINT outbox_one_outcome CHECK (delivered_at IS NULL OR failed_at IS NULL)
 );
-CREATE INDEX outbox_undelivered ON outbox (next_attempt_at) WHERE delivered_at IS NULL;
+CREATE INDEX outbox_due ON outbox (next_attempt_at) WHERE delivered_at IS NULL AND failed_at IS NULL;
+CREATE INDEX outbox_workflow ON outbox (workflow_id);
 
 CREATE TABLE audit (
   env_id      text        NOT NULL,
@@ -139,6 +151,8 @@ CREATE TABLE events (
   idempotency_key text        NOT NULL,
   type            text        NOT NULL,
   payload         jsonb       NOT NULL,
+  -- the instances it started, so a repeat of its key answers with the same ids
+  started         uuid[]      NOT NULL DEFAULT '{}',
   received_at     timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (env_id, idempotency_key)
 );

@@ -9,8 +9,14 @@
 -- a scheduler transaction can call it for instances of many envs in turn.
 
 -- The rows a transition writes besides the workflow row itself; `p` as built by commit-transition.ts.
+-- A transition into a terminal state also drops the instance's unfired timers and, when the
+-- instance has a callback URL, writes its `callback` outbox row: the notification exists exactly
+-- when the state does.
 CREATE FUNCTION write_effects(wf uuid, env text, p jsonb) RETURNS void
 LANGUAGE plpgsql AS $fn$
+DECLARE
+  outboxed integer;
+  n        integer;
 BEGIN
   UPDATE step_runs s SET state = f.state, output = f.output, error = f.error, finished_at = now()
   FROM jsonb_to_recordset(p->'finishes') AS f(seq int, state text, output jsonb, error jsonb)
@@ -26,15 +32,32 @@ BEGIN
   INSERT INTO outbox (env_id, workflow_id, kind, topic, payload, idempotency_key)
   SELECT env, wf, o.kind, o.topic, o.payload, o."idempotencyKey"
   FROM jsonb_to_recordset(p->'outbox') AS o(kind text, topic text, payload jsonb, "idempotencyKey" text);
+  GET DIAGNOSTICS outboxed = ROW_COUNT;
 
   INSERT INTO timers (env_id, id, workflow_id, purpose, fire_at, payload)
   SELECT env, gen_random_uuid(), wf, t.purpose,
          coalesce(t.at, now() + t."delayMs" * interval '1 millisecond'), jsonb_build_object('seq', t.seq)
   FROM jsonb_to_recordset(p->'timers') AS t(purpose text, "delayMs" float8, at timestamptz, seq int);
 
-  -- an instance that has ended waits for nothing: drop its unfired timers
   IF p->>'state' IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered') THEN
+    -- an instance that has ended waits for nothing: drop its unfired timers
     DELETE FROM timers WHERE workflow_id = wf AND fired_at IS NULL;
+
+    -- one notification per transition into a terminal state; row_version (already bumped by the
+    -- caller's write) makes the key unique per transition and stable across delivery retries
+    INSERT INTO outbox (env_id, workflow_id, kind, topic, payload, idempotency_key, url)
+    SELECT env, w.id, 'callback', 'workflow.' || w.state,
+           jsonb_build_object('id', w.id, 'env', w.env_id, 'logicId', w.logic_id, 'version', w.version,
+                              'state', w.state, 'output', w.output, 'error', w.error,
+                              'correlationId', w.correlation_id, 'generation', w.generation),
+           w.id || ':callback:' || w.row_version, w.callback_url
+    FROM workflows w WHERE w.id = wf AND w.callback_url IS NOT NULL;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    outboxed := outboxed + n;
+  END IF;
+
+  IF outboxed > 0 THEN
+    PERFORM pg_notify('flow_outbox', '');
   END IF;
 
   -- wake idle workers when someone other than the writer should pick the instance up
