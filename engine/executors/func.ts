@@ -1,18 +1,32 @@
+import type { StepOutcome, Target } from '../../contracts/index.ts';
 import type { FuncRuntime } from '../../host-functions/index.ts';
 import { RETRYABLE_FUNC_CODES } from '../../host-functions/index.ts';
 import { type FuncRecord, funcKey, type JsonValue } from '../core/instance.ts';
 import { keys, unitHash } from '../core/retry.ts';
 import { type HandlerProfiles, resolveHandler } from './handlers.ts';
 import { callHttp } from './http-call.ts';
-import type { Executor } from './index.ts';
+import type { Attempt, Executor } from './index.ts';
+
+/** One host call to make: where (a module import's proxy-back target), what, and under which key. */
+export interface HostCall {
+  target: Target;
+  importName: string;
+  n: number;
+  request: unknown;
+  idempotencyKey: string;
+  attempt: Attempt;
+}
+
+/** Makes a host call: over HTTP in the engine, to a fake in the test runner. */
+export type HostTransport = (call: HostCall) => Promise<StepOutcome>;
 
 /**
  * Runs a `func` step's WASM module (DESIGN.md §6). Recorded host calls are answered from the
- * record; the first unrecorded one suspends the run, is made here as a proxy-back call with key
- * `<wf>:<step>:<gen>:call:<n>`, and comes back as `progress` so the worker persists it before
- * the module runs again. A crash therefore never repeats a recorded call, and a replay makes none.
+ * record; the first unrecorded one suspends the run, is made through `transport` with key
+ * `<attempt key>:call:<n>`, and comes back as `progress` so the caller persists it before the
+ * module runs again. A crash therefore never repeats a recorded call, and a replay makes none.
  */
-export function funcExecutor(runtime: FuncRuntime, handlers: HandlerProfiles): Executor<'func'> {
+export function funcExecutor(runtime: FuncRuntime, transport: HostTransport, now: () => number = Date.now): Executor<'func'> {
   return async (def, a) => {
     const mod = a.logic.modules?.[def.module];
     if (mod === undefined) {
@@ -21,7 +35,7 @@ export function funcExecutor(runtime: FuncRuntime, handlers: HandlerProfiles): E
     const key = funcKey(a.running);
     // the clock is taken once per step and generation, then always served from the record
     const record: FuncRecord = a.instance.ctx.funcs?.[key] ?? {
-      clock: { nowMs: Date.now(), seed: Math.floor(unitHash(`${a.instance.id}:${key}`) * 2 ** 31) },
+      clock: { nowMs: now(), seed: Math.floor(unitHash(`${a.instance.id}:${key}`) * 2 ** 31) },
       calls: [],
     };
     const result = await runtime.run({
@@ -40,15 +54,7 @@ export function funcExecutor(runtime: FuncRuntime, handlers: HandlerProfiles): E
 
     const { n, importName, request } = result.call;
     const target = mod.imports[importName]!;
-    const profile = resolveHandler(handlers, target.handler ?? a.instance.domain);
-    const idempotencyKey = keys.hostCall(a.running.idempotencyKey, n);
-    const outcome = await callHttp({
-      method: target.method ?? 'POST',
-      url: profile.url.replace(/\/$/, '') + target.path,
-      headers: { ...a.headers, 'idempotency-key': idempotencyKey, ...(profile.token ? { authorization: `Bearer ${profile.token}` } : {}) },
-      body: request,
-      timeoutMs: a.timeoutMs,
-    });
+    const outcome = await transport({ target, importName, n, request, idempotencyKey: keys.hostCall(a.running.idempotencyKey, n), attempt: a });
     // a transient failure fails this attempt (the step's retry policy applies; the record stays)
     if (outcome.status === 'failed' && outcome.retryable) return outcome;
     const response =
@@ -61,5 +67,19 @@ export function funcExecutor(runtime: FuncRuntime, handlers: HandlerProfiles): E
       status: 'progress',
       record: { clock: record.clock, calls: [...record.calls, { n, importName, request: request as JsonValue, response: response as JsonValue }] },
     };
+  };
+}
+
+/** Host calls as proxy-back HTTP calls to the import's handler profile. */
+export function httpHostTransport(handlers: HandlerProfiles): HostTransport {
+  return async ({ target, request, idempotencyKey, attempt }) => {
+    const profile = resolveHandler(handlers, target.handler ?? attempt.instance.domain);
+    return callHttp({
+      method: target.method ?? 'POST',
+      url: profile.url.replace(/\/$/, '') + target.path,
+      headers: { ...attempt.headers, 'idempotency-key': idempotencyKey, ...(profile.token ? { authorization: `Bearer ${profile.token}` } : {}) },
+      body: request,
+      timeoutMs: attempt.timeoutMs,
+    });
   };
 }

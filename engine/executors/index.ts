@@ -1,6 +1,6 @@
 import type { Action, LogicVersion, StepDef, StepOutcome } from '../../contracts/index.ts';
 import type { FuncRuntime } from '../../host-functions/index.ts';
-import { funcExecutor } from './func.ts';
+import { funcExecutor, httpHostTransport } from './func.ts';
 import type { FuncRecord, Instance, JsonValue, Running } from '../core/instance.ts';
 import { type HandlerProfiles, loadHandlerProfiles } from './handlers.ts';
 import { httpExecutor } from './http.ts';
@@ -44,7 +44,7 @@ export function createExecutors(opts: ExecutorOptions = {}): Executors {
     func: opts.func
       ? opts.func
       : opts.funcRuntime
-      ? funcExecutor(opts.funcRuntime, handlers)
+      ? funcExecutor(opts.funcRuntime, httpHostTransport(handlers))
       : async () => ({
         status: 'failed',
         retryable: false,

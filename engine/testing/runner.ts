@@ -9,13 +9,12 @@ import {
   TERMINAL_STATES,
   type WorkflowState,
 } from '../../contracts/index.ts';
-import { RETRYABLE_FUNC_CODES } from '../../host-functions/errors.ts';
 import type { FuncRuntime } from '../../host-functions/index.ts';
 import { isUnstarted } from '../core/flow.ts';
-import { type Command, type FuncRecord, funcKey, initialCtx, type Instance, type JsonValue, type Running } from '../core/instance.ts';
-import { keys, unitHash } from '../core/retry.ts';
+import { type Command, initialCtx, type Instance, type JsonValue, type Running } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
 import type { ChildrenState, ResumeArgs } from '../core/wake.ts';
+import { funcExecutor } from '../executors/func.ts';
 import type { EffectDef } from '../executors/index.ts';
 import type { Fake, FakeCall } from './fakes.ts';
 import { apply, decisionOf, replay, type Trace, type TraceEntry, type TraceEvent } from './trace.ts';
@@ -472,46 +471,18 @@ class Simulation {
    */
   async #runFunc(flow: Flow, def: EffectDef<'func'>, running: Running, timeoutMs: number, runtime: FuncRuntime): Promise<TraceEvent> {
     const inst = flow.instance;
-    const mod = flow.logic.modules?.[def.module];
-    if (mod === undefined) {
-      const error = { code: 'FLOW_UNKNOWN_MODULE', message: `module ${def.module} is not declared` };
-      return { type: 'outcome', outcome: { status: 'failed', retryable: false, error } };
-    }
-    const key = funcKey(running);
-    // the clock is taken once per step and generation, then always served from the record
-    const record: FuncRecord = inst.ctx.funcs?.[key] ?? {
-      clock: { nowMs: this.now, seed: Math.floor(unitHash(`${inst.id}:${key}`) * 2 ** 31) },
-      calls: [],
-    };
-    const result = await runtime.run({
-      moduleHash: mod.sha256,
-      exportName: def.export ?? 'run',
-      input: running.input,
-      declaredImports: Object.keys(mod.imports),
-      recorded: record.calls,
-      clock: record.clock,
-      timeoutMs,
-    });
-    if (result.status === 'done') return { type: 'outcome', outcome: { status: 'succeeded', output: result.output as JsonValue } };
-    if (result.status === 'failed') {
-      const retryable = RETRYABLE_FUNC_CODES.has(result.error.code as never);
-      return { type: 'outcome', outcome: { status: 'failed', retryable, error: result.error } };
-    }
-    const { n, importName, request } = result.call;
-    const target = mod.imports[importName]!;
-    const idempotencyKey = keys.hostCall(running.idempotencyKey, n);
-    const call = { ...this.#call(running, request as JsonValue, idempotencyKey), hostCall: { n, importName } };
-    const outcome = await this.#fake(hostFakeKey(target, inst.domain), running.step)(call);
-    // a transient failure fails this attempt (the step's retry policy applies; the record stays)
-    if (outcome.status === 'failed' && outcome.retryable) return { type: 'outcome', outcome };
-    const response =
-      outcome.status === 'succeeded'
-        ? outcome.output
-        : outcome.status === 'failed'
-          ? { error: outcome.error }
-          : { error: { code: 'HOST_CALL_PARKED', message: 'a host call cannot answer 202 waiting', status: 202 } };
-    const calls = [...record.calls, { n, importName, request: request as JsonValue, response: response as JsonValue }];
-    return { type: 'progress', record: { clock: record.clock, calls } };
+    // the engine's own func executor, with host calls answered by fakes and the virtual clock
+    const execute = funcExecutor(
+      runtime,
+      async ({ target, n, importName, request, idempotencyKey }) =>
+        this.#fake(hostFakeKey(target, inst.domain), running.step)({
+          ...this.#call(running, request as JsonValue, idempotencyKey),
+          hostCall: { n, importName },
+        }),
+      () => this.now,
+    );
+    const result = await execute(def, { logic: flow.logic, instance: inst, running, input: running.input, headers: {}, timeoutMs });
+    return result.status === 'progress' ? { type: 'progress', record: result.record } : { type: 'outcome', outcome: result as StepOutcome };
   }
 
   #call(running: Running, input: JsonValue, idempotencyKey: string): FakeCall {
