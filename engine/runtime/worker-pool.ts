@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { LogicVersion } from '../../contracts/index.ts';
+import { type LogicVersion, TERMINAL_STATES } from '../../contracts/index.ts';
 import { beginClaimed, isUnstarted, onOutcome, onProgress } from '../core/flow.ts';
 import type { Instance } from '../core/instance.ts';
 import type { Executors } from '../executors/index.ts';
@@ -14,6 +14,9 @@ import type { ResumeTokens } from './resume-tokens.ts';
 import type { Transition } from '../core/transition.ts';
 import type { TransitionObserver } from './observer.ts';
 import { fireDueTimers } from './timers.ts';
+
+/** The shortest time between two timer polls that found nothing, however often the pool is woken. */
+const TIMER_POLL_GAP_MS = 10;
 
 export interface WorkerOptions {
   /** Instances driven at once by this process: the bound of the pool. (Default: 16) */
@@ -37,7 +40,9 @@ export class WorkerPool {
   #running = false;
   #stopping = false;
   #loop: Promise<void> | null = null;
+  #timerLoop: Promise<void> | null = null;
   #wake: (() => void) | null = null;
+  #wakeTimers: (() => void) | null = null;
   #unlisten: (() => Promise<void>) | null = null;
   #companions: { start(): Promise<void>; stop(): Promise<void> }[] = [];
 
@@ -65,6 +70,7 @@ export class WorkerPool {
     this.#stopping = false;
     this.#unlisten = await this.db.listen('flow_work', () => this.wake()).catch(() => null);
     this.#loop = this.#run();
+    this.#timerLoop = this.#runTimers();
     for (const loop of this.#companions) await loop.start();
   }
 
@@ -79,6 +85,7 @@ export class WorkerPool {
     this.#stopping = true;
     this.wake();
     await this.#loop;
+    await this.#timerLoop;
     while (this.#inflight > 0) await sleep(10);
     await this.#unlisten?.();
     await Promise.all(this.#companions.map((loop) => loop.stop()));
@@ -101,12 +108,35 @@ export class WorkerPool {
     while (this.#running) {
       let done = 0;
       try {
-        done = (await fireDueTimers(this.db, this.logics)) + (await this.#claim());
+        done = await this.#claim();
       } catch (err) {
         // the database is away (restart, network): keep polling until it is back
         this.observer.onError?.(null, err);
       }
       if (done === 0 || this.#inflight >= this.concurrency) await this.#nap(this.pollMs);
+    }
+  }
+
+  /**
+   * Fires due timers beside the claim loop, not in turn with it: a burst of due timers is fired
+   * batch after batch without waiting for free slots, and the instances it wakes are claimed
+   * meanwhile instead of once per batch.
+   */
+  async #runTimers(): Promise<void> {
+    while (this.#running) {
+      const began = Date.now();
+      let fired = 0;
+      try {
+        fired = await fireDueTimers(this.db, this.logics);
+      } catch (err) {
+        this.observer.onError?.(null, err);
+      }
+      if (fired > 0) continue;
+      await this.#nap(this.pollMs, 'timers');
+      // woken early (new work, a slot freed): poll again, but not more often than every
+      // TIMER_POLL_GAP_MS — wake-ups come by the thousand per second under load
+      const wait = began + TIMER_POLL_GAP_MS - Date.now();
+      if (wait > 0 && this.#running) await sleep(wait);
     }
   }
 
@@ -126,16 +156,18 @@ export class WorkerPool {
     return claimed.length;
   }
 
-  #nap(ms: number): Promise<void> {
+  #nap(ms: number, loop: 'claims' | 'timers' = 'claims'): Promise<void> {
     return new Promise((resolve) => {
       const timer = setTimeout(done, ms);
       const self = this;
       function done() {
         clearTimeout(timer);
-        self.#wake = null;
+        if (loop === 'claims') self.#wake = null;
+        else self.#wakeTimers = null;
         resolve();
       }
-      this.#wake = done;
+      if (loop === 'claims') this.#wake = done;
+      else this.#wakeTimers = done;
     });
   }
 
@@ -152,6 +184,8 @@ export class WorkerPool {
       if (!keep && t.instance.state === 'processing') t.instance.state = 'pending';
       const committed = await this.#commit(stored, t, keep ? { token, ttlMs: this.leaseMs } : null);
       this.observer.onTransition?.(stored.instance, t, committed);
+      // a child that ended left its parent a due signal: fire it now rather than at the next poll
+      if (committed && t.instance.parentId !== null && TERMINAL_STATES.has(t.instance.state)) this.#wakeTimers?.();
       if (!committed || !keep) return;
       stored = { instance: t.instance, rowVersion: stored.rowVersion + 1, leaseToken: token };
     }
