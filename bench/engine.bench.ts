@@ -4,11 +4,18 @@
  *
  *   npm run bench            (starts a throw-away Postgres 15 unless DATABASE_URL is set)
  */
+import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import type { LogicVersion, StepDef } from '../contracts/index.ts';
 import { callHttp } from '../engine/executors/http-call.ts';
+import { onOutcome } from '../engine/core/flow.ts';
 import { Engine } from '../engine/runtime/engine.ts';
+import { commitTransition } from '../engine/store/commit-transition.ts';
+import { loadWorkflow } from '../engine/store/load-workflow.ts';
+import { inEnv } from '../engine/store/tx.ts';
+import { createFuncRuntime } from '../host-functions/index.ts';
+import { buildTestModules, TEST_MEMORY_PAGES } from '../test/host-functions/helpers/test-modules.ts';
 import { type Db, openDb } from '../engine/store/db.ts';
 import { dropSchema, migrate } from '../engine/store/migrate.ts';
 import { makeLogic } from '../test/contracts/helpers.ts';
@@ -133,6 +140,64 @@ async function soloLatency(serviceUrl: string) {
   return { p50: percentile(perStep, 50), p99: percentile(perStep, 99), httpP50 };
 }
 
+/**
+ * What a func step adds: the module run (echo, 0 or 1 recorded host call, 1 KB / 64 KB) measured
+ * against the cost of one step commit (one-client commit_transition latency) in the same run.
+ */
+async function funcOverhead(serviceUrl: string) {
+  const built = await buildTestModules(['passthrough', 'one-call']);
+  const runtime = createFuncRuntime({ loadModule: built.load, maxMemoryPages: TEST_MEMORY_PAGES });
+  const { db, engine } = await freshEngine(serviceUrl);
+  const logic = chain('proxy');
+  await engine.publish(logic);
+  // one step's commit alone: finish an attempt and prepare the next through commit_transition
+  const commit: number[] = [];
+  for (let w = 0; w < 30; w++) {
+    const { id } = await engine.start({ logicId: logic.logicId, input: {} });
+    const token = randomUUID();
+    await db.pool.query(`UPDATE workflows SET state = 'processing', lease_token = $2, row_version = row_version + 1 WHERE id = $1`, [id, token]);
+    let current = (await inEnv(db, 'default', (c) => loadWorkflow(c, id)))!;
+    while (current.instance.state === 'processing') {
+      const t = await onOutcome(logic, current.instance, { status: 'succeeded', output: { ok: true } });
+      const s0 = performance.now();
+      await commitTransition(db, current, t, { keepLease: { token, ttlMs: 30_000 } });
+      commit.push(performance.now() - s0);
+      current = { instance: t.instance, rowVersion: current.rowVersion + 1, leaseToken: token };
+    }
+  }
+  await dropSchema(db);
+  await db.close();
+  const commitP50 = percentile(commit.sort((a, b) => a - b), 50);
+  const rows: { label: string; p50: number }[] = [];
+  for (const [label, module, size, calls] of [
+    ['0 host calls, 1 KB', 'passthrough', 1024, 0],
+    ['0 host calls, 64 KB', 'passthrough', 65_536, 0],
+    ['1 recorded call, 1 KB', 'one-call', 1024, 1],
+    ['1 recorded call, 64 KB', 'one-call', 65_536, 1],
+  ] as const) {
+    const input = { pad: 'x'.repeat(size) };
+    const recorded = calls === 0 ? [] : [{ n: 0, importName: 'lookup', request: input, response: { ok: true } }];
+    const lat: number[] = [];
+    for (let i = 0; i < 200; i++) {
+      const s0 = performance.now();
+      const r = await runtime.run({
+        moduleHash: built.hash[module]!,
+        input,
+        declaredImports: calls === 0 ? [] : ['lookup'],
+        recorded,
+        clock: { nowMs: 0, seed: 1 },
+        timeoutMs: 10_000,
+      });
+      if (r.status !== 'done') throw new Error(`func bench run ended ${r.status}`);
+      lat.push(performance.now() - s0);
+    }
+    rows.push({ label, p50: percentile(lat.sort((a, b) => a - b), 50) });
+  }
+  await runtime.close();
+  await built.cleanup();
+  return { commitP50, rows };
+}
+
 const service = await minimalService();
 out(`engine bench: ${WORKFLOWS} concurrent workflows × ${STEPS} steps, concurrency ${CONCURRENCY}, Postgres ${url.replace(/\/\/.*@/, '//…@')}`);
 const raw = await rawCommits(WORKFLOWS * 5);
@@ -140,6 +205,7 @@ const http = await httpOnly(service.url, WORKFLOWS * 5);
 const passRun = await throughput('pass', service.url);
 const proxyRun = await throughput('proxy', service.url);
 const solo = await soloLatency(service.url);
+const func = await funcOverhead(service.url);
 await service.close();
 
 out('');
@@ -150,3 +216,8 @@ out(`engine, proxy steps (one commit each)           ${fmt(proxyRun.stepsPerSec)
 out(`ratio engine(proxy)/raw                         ${fmt(proxyRun.stepsPerSec / raw, 2)}`);
 out(`ratio engine(proxy)/raw, HTTP cost removed      ${fmt(1 / (1 / proxyRun.stepsPerSec - 1 / http.rate) / raw, 2)}`);
 out(`added latency per step, one workflow alone      p50 ${fmt(solo.p50, 2)} ms   p99 ${fmt(solo.p99, 2)} ms  (HTTP alone p50 ${fmt(solo.httpP50, 2)} ms subtracted)`);
+out('');
+out(`one step commit alone (commit_transition, p50)  ${fmt(func.commitP50, 3)} ms`);
+for (const r of func.rows) {
+  out(`func step module run, ${r.label.padEnd(24)} ${fmt(r.p50, 3)} ms  = ${fmt((100 * r.p50) / func.commitP50, 0)}% of a commit`);
+}

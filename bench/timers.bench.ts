@@ -1,0 +1,147 @@
+/**
+ * Timer lateness (issue "Waiting, time and composition"): how long after its `fire_at` a due timer
+ * is taken, its transition applied, and the step after the delay has run — all read from the
+ * database. One worker pool at its default poll interval; two shapes of load:
+ *   (i)  10,000 timers spread evenly over 60 s;
+ *   (ii) a burst of 10,000 due at the same instant.
+ * Prints a table; asserts nothing. Target: p99 ≤ poll interval + 100 ms.
+ *
+ *   bash scripts/with-postgres.sh npx tsx bench/timers.bench.ts
+ *   (BENCH_TIMERS=… BENCH_SPREAD_MS=… change the sizes; BENCH_ONLY=spread|burst runs one shape)
+ */
+import { performance } from 'node:perf_hooks';
+import type { LogicVersion } from '../contracts/index.ts';
+import { Engine } from '../engine/runtime/engine.ts';
+import { type Db, openDb } from '../engine/store/db.ts';
+import { dropSchema, migrate } from '../engine/store/migrate.ts';
+import { makeLogic } from '../test/contracts/helpers.ts';
+import { fmt, pool } from './support.ts';
+
+const url = process.env['DATABASE_URL'];
+if (!url) throw new Error('set DATABASE_URL (or run through scripts/with-postgres.sh)');
+const TIMERS = Number(process.env['BENCH_TIMERS'] ?? 10_000);
+const SPREAD_MS = Number(process.env['BENCH_SPREAD_MS'] ?? 60_000);
+/** Time between arming the timers and the first one falling due, so the pool is in its idle rhythm. */
+const LEAD_MS = 1500;
+const out = (s: string) => process.stdout.write(`${s}\n`);
+
+const logic: LogicVersion = makeLogic({
+  logicId: 'bench.timers',
+  domain: 'bench',
+  modules: { ops: { sha256: '0'.repeat(64), imports: {} } },
+  start: 'wait',
+  steps: {
+    wait: { kind: 'delay', duration: 'PT1H', next: 'after' },
+    after: { kind: 'func', module: 'ops', export: 'after' },
+  },
+});
+
+interface Lateness {
+  p50: number;
+  p99: number;
+  max: number;
+}
+interface Result {
+  label: string;
+  pollMs: number;
+  /** Timer taken by a poller: timers.fired_at (its transaction's start) − fire_at. */
+  taken: Lateness;
+  /** The wake-up transition written: clock_timestamp() of the workflows UPDATE − fire_at. */
+  applied: Lateness;
+  /** The step after the delay executed and committed: its step_runs.finished_at − fire_at. */
+  after: Lateness;
+  batches: number;
+  maxBatch: number;
+  seconds: number;
+}
+
+async function run(label: string, spreadMs: number): Promise<Result> {
+  const db: Db = await openDb(url, { schema: `bench_timers_${Date.now()}`, poolSize: 20 });
+  await migrate(db);
+  // bench-only probe: when each instance's wake-up transition was written (the statement's clock)
+  await db.pool.query(`
+    CREATE TABLE bench_wake (workflow_id uuid PRIMARY KEY, at timestamptz NOT NULL);
+    GRANT INSERT ON bench_wake TO flow_app, flow_engine;
+    CREATE FUNCTION bench_wake_log() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN INSERT INTO bench_wake VALUES (NEW.id, clock_timestamp()); RETURN NEW; END $$;
+    CREATE TRIGGER bench_wake AFTER UPDATE ON workflows FOR EACH ROW
+      WHEN (OLD.state = 'waiting' AND NEW.state <> 'waiting') EXECUTE FUNCTION bench_wake_log();`);
+  const engine = new Engine({
+    db,
+    executors: { func: async () => ({ status: 'succeeded', output: { ok: true } }) },
+  });
+  try {
+    await engine.publish(logic);
+    await pool(TIMERS, 32, async () => {
+      await engine.start({ logicId: logic.logicId, input: {} });
+    });
+    // steady state: fresh tables that just grew from empty carry plans made for empty tables
+    // (cached in the pool's sessions) until autovacuum analyzes them — not what a running system sees
+    await db.pool.query('ANALYZE');
+    await engine.workers.start();
+    await new Promise((r) => setTimeout(r, 1000));
+    const t0 = performance.now();
+    // re-arm every parked delay (timer rows, database clock): evenly over `spreadMs`, or all at once
+    await db.pool.query(
+      `UPDATE timers t SET fire_at = now() + $1::float8 * interval '1 millisecond' + o.rank * $2::float8 * interval '1 millisecond'
+       FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS rank FROM timers) o WHERE t.id = o.id`,
+      [LEAD_MS, spreadMs / TIMERS],
+    );
+    for (;;) {
+      const r = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM workflows WHERE state = 'completed'`);
+      if (r.rows[0]!.n === TIMERS) break;
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    const stats = await db.pool.query<Record<string, number>>(`
+      WITH l AS (
+        SELECT extract(epoch FROM t.fired_at - t.fire_at) * 1000 AS taken,
+               extract(epoch FROM w.at - t.fire_at) * 1000 AS applied,
+               extract(epoch FROM s.finished_at - t.fire_at) * 1000 AS after
+        FROM timers t
+        JOIN bench_wake w ON w.workflow_id = t.workflow_id
+        JOIN step_runs s ON s.workflow_id = t.workflow_id AND s.step = 'after')
+      SELECT ${['taken', 'applied', 'after']
+        .map(
+          (c) =>
+            `percentile_cont(0.5) WITHIN GROUP (ORDER BY ${c}) AS ${c}_p50, percentile_cont(0.99) WITHIN GROUP (ORDER BY ${c}) AS ${c}_p99, max(${c}) AS ${c}_max`,
+        )
+        .join(', ')}
+      FROM l`);
+    const batches = await db.pool.query<{ batches: number; max_batch: number }>(
+      `SELECT count(*)::int AS batches, max(n)::int AS max_batch FROM (SELECT fired_at, count(*) AS n FROM timers GROUP BY fired_at) b`,
+    );
+    const s = stats.rows[0]!;
+    const pick = (c: string): Lateness => ({ p50: Number(s[`${c}_p50`]), p99: Number(s[`${c}_p99`]), max: Number(s[`${c}_max`]) });
+    return {
+      label,
+      pollMs: engine.workers.pollMs,
+      taken: pick('taken'),
+      applied: pick('applied'),
+      after: pick('after'),
+      batches: batches.rows[0]!.batches,
+      maxBatch: batches.rows[0]!.max_batch,
+      seconds,
+    };
+  } finally {
+    await engine.close();
+    await dropSchema(db);
+    await db.close();
+  }
+}
+
+out(`timer bench: ${fmt(TIMERS)} delay timers, one worker pool (default concurrency and poll interval), Postgres ${url.replace(/\/\/.*@/, '//…@')}`);
+const only = process.env['BENCH_ONLY'];
+const results: Result[] = [];
+if (only !== 'burst') results.push(await run(`(i) spread over ${SPREAD_MS / 1000} s`, SPREAD_MS));
+if (only !== 'spread') results.push(await run('(ii) burst, all due at once', 0));
+const cell = (l: Lateness) => `${fmt(l.p50).padStart(6)} ${fmt(l.p99).padStart(6)} ${fmt(l.max).padStart(6)}`;
+out('');
+out(`lateness in ms after fire_at (p50 p99 max); poll interval ${results[0]!.pollMs} ms, target p99 ≤ ${results[0]!.pollMs + 100} ms`);
+out(`${'load'.padEnd(30)} ${'timer taken'.padEnd(20)} ${'transition written'.padEnd(20)} ${'next step done'.padEnd(20)} batches (max)  wall`);
+for (const r of results) {
+  out(
+    `${r.label.padEnd(30)} ${cell(r.taken).padEnd(20)} ${cell(r.applied).padEnd(20)} ${cell(r.after).padEnd(20)} ` +
+      `${String(r.batches).padStart(7)} (${r.maxBatch})  ${fmt(r.seconds, 1)} s`,
+  );
+}
