@@ -2,7 +2,6 @@ import type { StepOfKind } from '../../contracts/index.ts';
 import { durationMs } from './durations.ts';
 import { evaluate } from './expressions.ts';
 import type { JsonValue } from './instance.ts';
-import { keys } from './retry.ts';
 import type { Draft } from './transition.ts';
 
 /**
@@ -12,13 +11,8 @@ import type { Draft } from './transition.ts';
  * duplicate wake-up for an attempt that is already over changes nothing.
  */
 function parkAttempt(d: Draft, name: string, input: JsonValue): number {
-  const { id, generation } = d.instance;
-  const idempotencyKey = keys.step(id, name, generation);
-  const attempt = d.nextAttempt(name);
-  const seq = d.insertAttempt({ step: name, attempt, kind: 'step', state: 'parked', input, output: null, error: null, idempotencyKey });
-  d.ctx.running = { seq, kind: 'step', step: name, attempt, budgetStart: attempt, generation, input, idempotencyKey };
   d.instance.state = 'waiting';
-  return seq;
+  return d.startAttempt(name, input, 'parked').seq;
 }
 
 export async function enterDecision(d: Draft, name: string, step: StepOfKind<'decision'>, input: JsonValue): Promise<void> {

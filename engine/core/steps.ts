@@ -79,14 +79,11 @@ function pure(d: Draft, name: string, output: JsonValue, next: string | null): E
  * possibly run: DESIGN.md §5) and writes the attempt row, all in this transition's commit.
  */
 function prepareEffect(d: Draft, name: string, step: StepDef, input: JsonValue): Entered {
-  const { id, generation } = d.instance;
+  const { generation } = d.instance;
   if (step.compensate && !d.ctx.compensations.some((r) => r.step === name && r.generation === generation)) {
     d.ctx.compensations.push({ step: name, generation, stepInput: input, state: 'registered', attempts: 0, error: null });
   }
-  const idempotencyKey = keys.step(id, name, generation);
-  const attempt = d.nextAttempt(name);
-  const seq = d.insertAttempt({ step: name, attempt, kind: 'step', state: 'running', input, output: null, error: null, idempotencyKey });
-  d.ctx.running = { seq, kind: 'step', step: name, attempt, budgetStart: attempt, generation, input, idempotencyKey };
+  d.startAttempt(name, input, 'running');
   d.instance.state = 'processing';
   return STOP;
 }

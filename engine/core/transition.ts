@@ -1,5 +1,6 @@
 import type { FlowErrorBody, LogicVersion, TransitionCause } from '../../contracts/index.ts';
 import type { AttemptWrite, Command, Instance, JsonValue, Running } from './instance.ts';
+import { keys } from './retry.ts';
 
 /**
  * What the core decided: the next instance, the cause (a row of the transition table), the
@@ -47,6 +48,19 @@ export class Draft {
   setOutput(step: string, output: JsonValue): void {
     this.ctx.outputs[step] = output;
     this.ctx.order = [...this.ctx.order.filter((s) => s !== step), step];
+  }
+
+  /**
+   * Starts the next attempt of `step` in this generation — `running` for an effect, `parked` for
+   * a wait — writes its row, and makes it the instance's running attempt.
+   */
+  startAttempt(step: string, input: JsonValue, state: 'running' | 'parked'): Running {
+    const { id, generation } = this.instance;
+    const idempotencyKey = keys.step(id, step, generation);
+    const attempt = this.nextAttempt(step);
+    const seq = this.insertAttempt({ step, attempt, kind: 'step', state, input, output: null, error: null, idempotencyKey });
+    this.ctx.running = { seq, kind: 'step', step, attempt, budgetStart: attempt, generation, input, idempotencyKey };
+    return this.ctx.running;
   }
 
   /** Writes a new attempt row and returns its sequence number. */

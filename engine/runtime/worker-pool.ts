@@ -98,8 +98,10 @@ export class WorkerPool {
   /** Fires due timers and drives work until nothing is due, claimable or in flight. */
   async drain(): Promise<void> {
     for (;;) {
+      // sampled before looking: an instance that finishes while we look may leave new work
+      const idle = this.#inflight === 0;
       const done = (await fireDueTimers(this.db, this.logics)) + (await this.#claim());
-      if (done === 0 && this.#inflight === 0) return;
+      if (done === 0 && idle) return;
       if (done === 0) await this.#nap(5);
     }
   }

@@ -11,12 +11,12 @@ export async function claimWorkflows(c: Client, args: { limit: number; leaseMs: 
   const res = await c.query<WorkflowRow>(
     `WITH c AS (
        SELECT id FROM workflows
-       WHERE (state IN ('pending', 'compensating') AND run_at <= now()
-              AND (lease_expires_at IS NULL OR lease_expires_at < now()))
-          OR (state = 'processing' AND lease_expires_at < now())
+       WHERE (state IN ('pending', 'compensating') AND run_at <= statement_timestamp()
+              AND (lease_expires_at IS NULL OR lease_expires_at < statement_timestamp()))
+          OR (state = 'processing' AND lease_expires_at < statement_timestamp())
        ORDER BY run_at
        LIMIT $1
-       FOR UPDATE SKIP LOCKED
+       FOR NO KEY UPDATE SKIP LOCKED
      )
      UPDATE workflows w
      SET state = CASE WHEN w.state = 'compensating' THEN 'compensating' ELSE 'processing' END,

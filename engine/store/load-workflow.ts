@@ -2,15 +2,21 @@ import type { StepAttempt, WorkflowRecord } from '../../contracts/index.ts';
 import { type Stored, toStored, type WorkflowRow } from './rows.ts';
 import type { Client } from './tx.ts';
 
+/**
+ * Reads an instance; `forUpdate` locks its row until the transaction ends. The lock is NO KEY
+ * UPDATE: it still serialises verbs, timers and commits on the row, but lets the foreign-key
+ * checks of rows that reference it (a child's signal, an attempt row) through — FOR UPDATE
+ * deadlocked a fail_fast fan-in against a child committing its ending.
+ */
 export async function loadWorkflow(c: Client, id: string, opts: { forUpdate?: boolean } = {}): Promise<Stored | null> {
-  const res = await c.query<WorkflowRow>(`SELECT * FROM workflows WHERE id = $1${opts.forUpdate ? ' FOR UPDATE' : ''}`, [id]);
+  const res = await c.query<WorkflowRow>(`SELECT * FROM workflows WHERE id = $1${opts.forUpdate ? ' FOR NO KEY UPDATE' : ''}`, [id]);
   const row = res.rows[0];
   return row === undefined ? null : toStored(row);
 }
 
 /** Several instances in one round trip, locked in id order (one lock order for every poller). */
 export async function loadWorkflowsForUpdate(c: Client, ids: string[]): Promise<Map<string, Stored>> {
-  const res = await c.query<WorkflowRow>('SELECT * FROM workflows WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE', [ids]);
+  const res = await c.query<WorkflowRow>('SELECT * FROM workflows WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE', [ids]);
   return new Map(res.rows.map((row) => [row.id, toStored(row)]));
 }
 

@@ -27,7 +27,7 @@ export async function claimDueOutbox(c: Client, opts: { limit: number; leaseMs: 
   const res = await c.query<OutboxRow>(
     `UPDATE outbox o SET next_attempt_at = now() + $2::float8 * interval '1 millisecond'
      FROM (SELECT id FROM outbox
-           WHERE delivered_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now() AND (kind = 'callback' OR $3)
+           WHERE delivered_at IS NULL AND failed_at IS NULL AND next_attempt_at <= statement_timestamp() AND (kind = 'callback' OR $3)
            ORDER BY next_attempt_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) due
      WHERE o.id = due.id
      RETURNING o.id, o.env_id, o.workflow_id, o.kind, o.topic, o.payload, o.idempotency_key, o.attempts, o.url`,

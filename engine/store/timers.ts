@@ -11,14 +11,16 @@ export interface DueTimer {
 
 /**
  * Locks up to `limit` due timers (database clock) for the caller's transaction and marks them
- * fired; SKIP LOCKED lets several pollers share the work without firing a timer twice. The
+ * fired; SKIP LOCKED lets several pollers share the work without firing a timer twice. "Due" is
+ * judged at the statement's start, not the transaction's: a timer written (with now()) by a
+ * transaction that committed after ours began would otherwise look not yet due. The
  * caller applies each timer's transition in the same transaction, so a crash fires it again later
  * rather than never.
  */
 export async function takeDueTimers(c: Client, limit: number): Promise<DueTimer[]> {
   const res = await c.query<DueTimer>(
-    `UPDATE timers t SET fired_at = now()
-     FROM (SELECT id FROM timers WHERE fired_at IS NULL AND fire_at <= now()
+    `UPDATE timers t SET fired_at = statement_timestamp()
+     FROM (SELECT id FROM timers WHERE fired_at IS NULL AND fire_at <= statement_timestamp()
            ORDER BY fire_at LIMIT $1 FOR UPDATE SKIP LOCKED) due
      WHERE t.id = due.id
      RETURNING t.id, t.workflow_id, t.env_id, t.purpose, t.payload`,
