@@ -74,6 +74,8 @@ export const CreateWorkflowRequest = z.strictObject({
   correlationId: z.string().min(1).max(200).optional(),
   /** Starting twice with the same key returns the first instance. */
   idempotencyKey: z.string().min(1).max(200).optional(),
+  /** Where the outbox relay POSTs a notification on every transition into a terminal state. */
+  callback: z.strictObject({ url: z.url({ protocol: /^https?$/ }).max(2000) }).optional(),
 });
 export type CreateWorkflowRequest = z.infer<typeof CreateWorkflowRequest>;
 

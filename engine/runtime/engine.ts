@@ -18,7 +18,6 @@ import { Operations } from './operations.ts';
 import { ResumeTokens } from './resume-tokens.ts';
 import { IngestEventRequest, type IngestResult, ingestEvent } from './ingest-event.ts';
 import { OutboxRelay, type RelayTuning } from './outbox-relay.ts';
-import { takeCallback } from './start-callback.ts';
 import { startPinned } from './start-instance.ts';
 import { envOfWorkflow } from '../store/audit.ts';
 import { onCallback, onResume, type ResumeArgs } from '../core/wake.ts';
@@ -125,11 +124,10 @@ export class Engine {
   /**
    * Starts an instance pinned to the requested version (or the active one), with its first step
    * already prepared. The same idempotency key returns the first instance instead. An optional
-   * `callback: { url }` (not yet in the contract) receives a notification per terminal state.
+   * `callback: { url }` receives a notification on every transition into a terminal state.
    */
   async start(request: unknown): Promise<{ id: string; created: boolean }> {
-    const { request: rest, callbackUrl } = takeCallback(request);
-    const parsed = CreateWorkflowRequest.safeParse(rest);
+    const parsed = CreateWorkflowRequest.safeParse(request);
     if (!parsed.success) {
       throw new BadRequest('the start request', parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
     }
@@ -143,7 +141,7 @@ export class Engine {
         input: req.input,
         correlationId: req.correlationId ?? null,
         idempotencyKey: req.idempotencyKey ?? null,
-        callbackUrl,
+        callbackUrl: req.callback?.url ?? null,
       });
     });
     this.workers.wake();
