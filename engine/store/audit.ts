@@ -1,15 +1,7 @@
 import type { Client } from './tx.ts';
 
-export interface AuditEntry {
-  workflowId: string;
-  env: string;
-  verb: string;
-  actor: string;
-  reason: string | null;
-  args: unknown;
-  before: unknown;
-  after: unknown;
-}
+/** An audit row to write: what a verb did to which instance. */
+export type AuditEntry = Omit<AuditRow, 'at'> & { workflowId: string; env: string };
 
 export async function insertAudit(c: Client, e: AuditEntry): Promise<void> {
   await c.query(
@@ -18,6 +10,7 @@ export async function insertAudit(c: Client, e: AuditEntry): Promise<void> {
   );
 }
 
+/** An audit row as read back: actor, reason, before, after, at. */
 export interface AuditRow {
   verb: string;
   actor: string;
