@@ -162,7 +162,7 @@ async function funcOverhead(serviceUrl: string) {
       const s0 = performance.now();
       await commitTransition(db, current, t, { keepLease: { token, ttlMs: 30_000 } });
       commit.push(performance.now() - s0);
-      current = { instance: t.instance, rowVersion: current.rowVersion + 1, leaseToken: token };
+      current = { instance: t.instance, rowVersion: current.rowVersion + 1, leaseToken: token, wakes: [] };
     }
   }
   await dropSchema(db);

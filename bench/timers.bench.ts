@@ -1,7 +1,8 @@
 /**
  * Timer lateness (issue "Waiting, time and composition"): how long after its `fire_at` a due timer
- * is taken, its transition applied, and the step after the delay has run — all read from the
- * database. One worker pool at its default poll interval; two shapes of load:
+ * has fired, its wake-up transition been applied, and the step after the delay run — each the
+ * commit time of the row that says so (track_commit_timestamp, which scripts/with-postgres.sh
+ * turns on). One worker pool at its default poll interval; two shapes of load:
  *   (i)  10,000 timers spread evenly over 60 s;
  *   (ii) a burst of 10,000 due at the same instant.
  * Prints a table; asserts nothing. Target: p99 ≤ poll interval + 100 ms.
@@ -44,11 +45,11 @@ interface Lateness {
 interface Result {
   label: string;
   pollMs: number;
-  /** Timer taken by a poller: timers.fired_at (its transaction's start) − fire_at. */
-  taken: Lateness;
-  /** The wake-up transition written: clock_timestamp() of the workflows UPDATE − fire_at. */
+  /** Fired: the commit that marked the timer fired and woke its instance − fire_at. */
+  fired: Lateness;
+  /** The wake-up transition (waiting → on) committed − fire_at. */
   applied: Lateness;
-  /** The step after the delay executed and committed: its step_runs.finished_at − fire_at. */
+  /** The step after the delay executed and its outcome committed − fire_at. */
   after: Lateness;
   batches: number;
   maxBatch: number;
@@ -58,12 +59,21 @@ interface Result {
 async function run(label: string, spreadMs: number): Promise<Result> {
   const db: Db = await openDb(url, { schema: `bench_timers_${Date.now()}`, poolSize: 20 });
   await migrate(db);
-  // bench-only probe: when each instance's wake-up transition was written (the statement's clock)
+  const tracked = await db.pool.query<{ track_commit_timestamp: string }>('SHOW track_commit_timestamp');
+  if (tracked.rows[0]!.track_commit_timestamp !== 'on') throw new Error('this bench reads commit times: start Postgres with track_commit_timestamp=on');
+  // bench-only probes, whose rows' xmin dates the commits: each fired timer (a timer row goes
+  // when it fires; one set-based insert per firing statement) and each wake-up transition
   await db.pool.query(`
-    CREATE TABLE bench_wake (workflow_id uuid PRIMARY KEY, at timestamptz NOT NULL);
+    CREATE TABLE bench_fired (workflow_id uuid PRIMARY KEY, fire_at timestamptz NOT NULL, statement_at timestamptz NOT NULL);
+    GRANT INSERT ON bench_fired TO flow_app, flow_engine;
+    CREATE FUNCTION bench_fired_log() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN INSERT INTO bench_fired SELECT workflow_id, fire_at, statement_timestamp() FROM gone; RETURN NULL; END $$;
+    CREATE TRIGGER bench_fired AFTER DELETE ON timers REFERENCING OLD TABLE AS gone
+      FOR EACH STATEMENT EXECUTE FUNCTION bench_fired_log();
+    CREATE TABLE bench_wake (workflow_id uuid PRIMARY KEY);
     GRANT INSERT ON bench_wake TO flow_app, flow_engine;
     CREATE FUNCTION bench_wake_log() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN INSERT INTO bench_wake VALUES (NEW.id, clock_timestamp()); RETURN NEW; END $$;
+    BEGIN INSERT INTO bench_wake VALUES (NEW.id); RETURN NEW; END $$;
     CREATE TRIGGER bench_wake AFTER UPDATE ON workflows FOR EACH ROW
       WHEN (OLD.state = 'waiting' AND NEW.state <> 'waiting') EXECUTE FUNCTION bench_wake_log();`);
   const engine = new Engine({
@@ -95,13 +105,13 @@ async function run(label: string, spreadMs: number): Promise<Result> {
     const seconds = (performance.now() - t0) / 1000;
     const stats = await db.pool.query<Record<string, number>>(`
       WITH l AS (
-        SELECT extract(epoch FROM t.fired_at - t.fire_at) * 1000 AS taken,
-               extract(epoch FROM w.at - t.fire_at) * 1000 AS applied,
-               extract(epoch FROM s.finished_at - t.fire_at) * 1000 AS after
-        FROM timers t
+        SELECT extract(epoch FROM pg_xact_commit_timestamp(t.xmin) - t.fire_at) * 1000 AS fired,
+               extract(epoch FROM pg_xact_commit_timestamp(w.xmin) - t.fire_at) * 1000 AS applied,
+               extract(epoch FROM pg_xact_commit_timestamp(s.xmin) - t.fire_at) * 1000 AS after
+        FROM bench_fired t
         JOIN bench_wake w ON w.workflow_id = t.workflow_id
         JOIN step_runs s ON s.workflow_id = t.workflow_id AND s.step = 'after')
-      SELECT ${['taken', 'applied', 'after']
+      SELECT ${['fired', 'applied', 'after']
         .map(
           (c) =>
             `percentile_cont(0.5) WITHIN GROUP (ORDER BY ${c}) AS ${c}_p50, percentile_cont(0.99) WITHIN GROUP (ORDER BY ${c}) AS ${c}_p99, max(${c}) AS ${c}_max`,
@@ -109,14 +119,18 @@ async function run(label: string, spreadMs: number): Promise<Result> {
         .join(', ')}
       FROM l`);
     const batches = await db.pool.query<{ batches: number; max_batch: number }>(
-      `SELECT count(*)::int AS batches, max(n)::int AS max_batch FROM (SELECT fired_at, count(*) AS n FROM timers GROUP BY fired_at) b`,
+      `SELECT count(*)::int AS batches, max(n)::int AS max_batch FROM (SELECT xmin, count(*) AS n FROM bench_fired GROUP BY xmin) b`,
     );
+    if (process.env['BENCH_DEBUG']) {
+      const b = await db.pool.query(`SELECT extract(epoch FROM statement_at - min(fire_at)) * 1000 AS started, extract(epoch FROM pg_xact_commit_timestamp(xmin) - statement_at) * 1000 AS took, count(*)::int AS n FROM bench_fired GROUP BY statement_at, xmin ORDER BY 1`);
+      for (const r of b.rows) out(`batch started ${r.started} ms after due, committed ${r.took} ms later, ${r.n} timers`);
+    }
     const s = stats.rows[0]!;
     const pick = (c: string): Lateness => ({ p50: Number(s[`${c}_p50`]), p99: Number(s[`${c}_p99`]), max: Number(s[`${c}_max`]) });
     return {
       label,
       pollMs: engine.workers.pollMs,
-      taken: pick('taken'),
+      fired: pick('fired'),
       applied: pick('applied'),
       after: pick('after'),
       batches: batches.rows[0]!.batches,
@@ -138,10 +152,10 @@ if (only !== 'spread') results.push(await run('(ii) burst, all due at once', 0))
 const cell = (l: Lateness) => `${fmt(l.p50).padStart(6)} ${fmt(l.p99).padStart(6)} ${fmt(l.max).padStart(6)}`;
 out('');
 out(`lateness in ms after fire_at (p50 p99 max); poll interval ${results[0]!.pollMs} ms, target p99 ≤ ${results[0]!.pollMs + 100} ms`);
-out(`${'load'.padEnd(30)} ${'timer taken'.padEnd(20)} ${'transition written'.padEnd(20)} ${'next step done'.padEnd(20)} batches (max)  wall`);
+out(`${'load'.padEnd(30)} ${'timer fired'.padEnd(20)} ${'wake-up applied'.padEnd(20)} ${'next step done'.padEnd(20)} batches (max)  wall`);
 for (const r of results) {
   out(
-    `${r.label.padEnd(30)} ${cell(r.taken).padEnd(20)} ${cell(r.applied).padEnd(20)} ${cell(r.after).padEnd(20)} ` +
+    `${r.label.padEnd(30)} ${cell(r.fired).padEnd(20)} ${cell(r.applied).padEnd(20)} ${cell(r.after).padEnd(20)} ` +
       `${String(r.batches).padStart(7)} (${r.maxBatch})  ${fmt(r.seconds, 1)} s`,
   );
 }

@@ -100,6 +100,8 @@ export const TRANSITIONS: readonly Transition[] = [
     t('waiting', 'verb.resume', to, 'an approver answered a decision; the flow ran on'),
   ]),
   t('waiting', 'resumed', 'dead_lettered', 'a callback reported a failure after the last attempt'),
+  t('waiting', 'resumed', 'processing', 'the worker that applied a fired timer runs the next step itself'),
+  t('waiting', 'deadline_expired', 'processing', 'the worker that applied the deadline runs onTimeout itself'),
   ...(['failed', 'compensating', 'pending', 'waiting', 'completed'] as const).map((to) =>
     t('waiting', 'deadline_expired', to, 'a decision deadline passed: fail, unwind, or follow onTimeout'),
   ),

@@ -3,7 +3,7 @@ import { type LogicVersion, TERMINAL_STATES } from '../../contracts/index.ts';
 import { beginClaimed, isUnstarted, onOutcome, onProgress } from '../core/flow.ts';
 import type { Instance } from '../core/instance.ts';
 import type { Executors } from '../executors/index.ts';
-import { claimWorkflows, heartbeat } from '../store/claim-workflows.ts';
+import { claimWorkflows, heartbeat, releaseWakes } from '../store/claim-workflows.ts';
 import { commitTransition } from '../store/commit-transition.ts';
 import type { Db } from '../store/db.ts';
 import type { Stored } from '../store/rows.ts';
@@ -13,10 +13,15 @@ import type { LogicCache } from './logic-cache.ts';
 import type { ResumeTokens } from './resume-tokens.ts';
 import type { Transition } from '../core/transition.ts';
 import type { TransitionObserver } from './observer.ts';
-import { fireDueTimers } from './timers.ts';
+import { type FiredTimers, fireDueTimers } from '../store/timers.ts';
+import { applyWakes } from './wakes.ts';
 
 /** The shortest time between two timer polls that found nothing, however often the pool is woken. */
 const TIMER_POLL_GAP_MS = 10;
+/** Timers fired per statement (about 30 µs each): a burst of 10,000 due at once takes a few. */
+const TIMER_BATCH = 2000;
+/** Firing statements run side by side, SKIP LOCKED keeping them apart: a burst uses two cores. */
+const TIMER_FIRERS = 2;
 
 export interface WorkerOptions {
   /** Instances driven at once by this process: the bound of the pool. (Default: 16) */
@@ -41,6 +46,8 @@ export class WorkerPool {
   #stopping = false;
   #loop: Promise<void> | null = null;
   #timerLoop: Promise<void> | null = null;
+  /** While a burst of due timers is being fired, claims wait (at most a poll interval): see #fireTimers. */
+  #holdClaimsUntil = 0;
   #wake: (() => void) | null = null;
   #wakeTimers: (() => void) | null = null;
   #unlisten: (() => Promise<void>) | null = null;
@@ -100,7 +107,7 @@ export class WorkerPool {
     for (;;) {
       // sampled before looking: an instance that finishes while we look may leave new work
       const idle = this.#inflight === 0;
-      const done = (await fireDueTimers(this.db, this.logics)) + (await this.#claim());
+      const done = (await this.#fireTimers()).fired + (await this.#claim());
       if (done === 0 && idle) return;
       if (done === 0) await this.#nap(5);
     }
@@ -120,31 +127,50 @@ export class WorkerPool {
   }
 
   /**
-   * Fires due timers beside the claim loop, not in turn with it: a burst of due timers is fired
-   * batch after batch without waiting for free slots, and the instances it wakes are claimed
-   * meanwhile instead of once per batch.
+   * Fires due timers beside the claim loop, not in turn with it. Firing only marks instances
+   * woken (one statement per batch); the claim loop applies the wake-ups. Between polls it
+   * sleeps until the next timer is due by the database's reckoning, at most the poll interval
+   * (a timer set meanwhile by another process may be due sooner).
    */
   async #runTimers(): Promise<void> {
     while (this.#running) {
       const began = Date.now();
-      let fired = 0;
+      let next: FiredTimers = { fired: 0, nextDueMs: null };
       try {
-        fired = await fireDueTimers(this.db, this.logics);
+        next = await this.#fireTimers();
       } catch (err) {
         this.observer.onError?.(null, err);
       }
-      if (fired > 0) continue;
-      await this.#nap(this.pollMs, 'timers');
-      // woken early (new work, a slot freed): poll again, but not more often than every
-      // TIMER_POLL_GAP_MS — wake-ups come by the thousand per second under load
+      if (next.fired > 0) continue;
+      await this.#nap(Math.max(0, Math.min(this.pollMs, next.nextDueMs ?? this.pollMs)), 'timers');
+      // woken early (a child ended, or a due timer's instance was busy): poll again, but not
+      // more often than every TIMER_POLL_GAP_MS — wake-ups come by the thousand per second
       const wait = began + TIMER_POLL_GAP_MS - Date.now();
       if (wait > 0 && this.#running) await sleep(wait);
     }
   }
 
+  /**
+   * Fires a round of due timers. A full round means a burst: more is due right now. Firing costs
+   * tens of microseconds a timer and running a step about a millisecond, so the burst is fired
+   * first, with claims held back (for at most a poll interval) rather than competing with it for
+   * the same cores; the woken instances are then claimed in the order they fell due.
+   */
+  async #fireTimers(): Promise<FiredTimers> {
+    const rounds = await Promise.all(
+      Array.from({ length: TIMER_FIRERS }, () => asScheduler(this.db, (c) => fireDueTimers(c, TIMER_BATCH))),
+    );
+    const fired = rounds.reduce((n, r) => n + r.fired, 0);
+    const burst = fired === TIMER_FIRERS * TIMER_BATCH;
+    if (!burst) this.#holdClaimsUntil = 0;
+    else if (this.#holdClaimsUntil === 0) this.#holdClaimsUntil = Date.now() + this.pollMs;
+    if (fired > 0 && !burst) this.wake();
+    return { fired, nextDueMs: rounds[0]!.nextDueMs };
+  }
+
   async #claim(): Promise<number> {
     const free = this.concurrency - this.#inflight;
-    if (free <= 0) return 0;
+    if (free <= 0 || Date.now() < this.#holdClaimsUntil) return 0;
     const claimed = await asScheduler(this.db, (c) => claimWorkflows(c, { limit: free, leaseMs: this.leaseMs }));
     for (const stored of claimed) {
       this.#inflight++;
@@ -180,7 +206,17 @@ export class WorkerPool {
     for (;;) {
       const { instance } = stored;
       const logic = await this.logics.get(instance.env, instance.logicHash);
-      const t = isUnstarted(instance) ? await beginClaimed(logic, instance) : await this.#step(logic, instance, token);
+      const t = isUnstarted(instance)
+        ? await beginClaimed(logic, instance)
+        : instance.state === 'waiting'
+          ? await applyWakes(this.db, logic, stored)
+          : await this.#step(logic, instance, token);
+      if (t === null) {
+        await asScheduler(this.db, (c) => releaseWakes(c, { id: instance.id, rowVersion: stored.rowVersion }));
+        return;
+      }
+      // a wake-up leaves its next step to any worker; the one holding the lease runs it itself
+      if (instance.state === 'waiting' && t.instance.state === 'pending' && t.runAfterMs === null) t.instance.state = 'processing';
       const keep = !this.#stopping && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
       // handing over: the next attempt is prepared, any worker may claim it
       if (!keep && t.instance.state === 'processing') t.instance.state = 'pending';
@@ -189,7 +225,7 @@ export class WorkerPool {
       // a child that ended left its parent a due signal: fire it now rather than at the next poll
       if (committed && t.instance.parentId !== null && TERMINAL_STATES.has(t.instance.state)) this.#wakeTimers?.();
       if (!committed || !keep) return;
-      stored = { instance: t.instance, rowVersion: stored.rowVersion + 1, leaseToken: token };
+      stored = { instance: t.instance, rowVersion: stored.rowVersion + 1, leaseToken: token, wakes: [] };
     }
   }
 

@@ -84,7 +84,7 @@ export async function cancelChildren(c: Client, parentId: string): Promise<void>
     [parentId],
   );
   await c.query(
-    `DELETE FROM timers WHERE fired_at IS NULL AND workflow_id IN (SELECT id FROM workflows WHERE parent_id = $1 AND state = 'cancelled')`,
+    `DELETE FROM timers WHERE workflow_id IN (SELECT id FROM workflows WHERE parent_id = $1 AND state = 'cancelled')`,
     [parentId],
   );
 }

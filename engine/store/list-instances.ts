@@ -50,7 +50,8 @@ export async function listDeadLettered(c: Client, limit = 100): Promise<ListedIn
 
 /**
  * Instances that should be moving and are not: held by a worker whose lease ran out, waiting on a
- * deadline timer that is overdue, or runnable for longer than `pendingForMs`.
+ * deadline timer that is overdue, or runnable (pending, or woken and not yet claimed) for longer
+ * than `pendingForMs`.
  */
 export async function listStuck(c: Client, args: { pendingForMs: number; limit?: number }): Promise<ListedInstance[]> {
   const res = await c.query<Row>(
@@ -59,10 +60,11 @@ export async function listStuck(c: Client, args: { pendingForMs: number; limit?:
      UNION ALL
      SELECT w.*, 'deadline_passed' FROM workflows w
        WHERE w.state = 'waiting' AND EXISTS (
-         SELECT 1 FROM timers t WHERE t.workflow_id = w.id AND t.fired_at IS NULL AND t.fire_at < now())
+         SELECT 1 FROM timers t WHERE t.workflow_id = w.id AND t.fire_at < now())
      UNION ALL
      SELECT w.*, 'pending_too_long' FROM workflows w
-       WHERE w.state = 'pending' AND w.run_at < now() - $1::float8 * interval '1 millisecond'
+       WHERE (w.state = 'pending' OR (w.state = 'waiting' AND w.wakes IS NOT NULL))
+         AND w.run_at < now() - $1::float8 * interval '1 millisecond'
      ORDER BY updated_at LIMIT $2`,
     [args.pendingForMs, args.limit ?? 100],
   );

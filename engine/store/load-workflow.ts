@@ -14,12 +14,6 @@ export async function loadWorkflow(c: Client, id: string, opts: { forUpdate?: bo
   return row === undefined ? null : toStored(row);
 }
 
-/** Several instances in one round trip, locked in id order (one lock order for every poller). */
-export async function loadWorkflowsForUpdate(c: Client, ids: string[]): Promise<Map<string, Stored>> {
-  const res = await c.query<WorkflowRow>('SELECT * FROM workflows WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE', [ids]);
-  return new Map(res.rows.map((row) => [row.id, toStored(row)]));
-}
-
 interface StepRunRow {
   step: string;
   attempt: number;

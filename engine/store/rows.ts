@@ -6,6 +6,13 @@ export interface Stored {
   instance: Instance;
   rowVersion: number;
   leaseToken: string | null;
+  /** What woke a waiting instance since it parked (fired timers), for the worker that claims it. */
+  wakes: Wake[];
+}
+
+export interface Wake {
+  purpose: 'delay' | 'deadline' | 'children';
+  seq: number;
 }
 
 export interface WorkflowRow {
@@ -24,6 +31,7 @@ export interface WorkflowRow {
   ctx: Ctx;
   row_version: string | number;
   lease_token: string | null;
+  wakes: Record<string, Wake> | null;
   correlation_id: string | null;
   parent_id: string | null;
   parent_seq: number | null;
@@ -36,6 +44,7 @@ export function toStored(r: WorkflowRow): Stored {
   return {
     rowVersion: Number(r.row_version),
     leaseToken: r.lease_token,
+    wakes: Object.values(r.wakes ?? {}),
     instance: {
       id: r.id,
       env: r.env_id,

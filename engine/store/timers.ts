@@ -1,37 +1,27 @@
 import { advanceOutbox } from './outbox.ts';
 import type { Client } from './tx.ts';
 
-export interface DueTimer {
-  id: string;
-  workflow_id: string;
-  env_id: string;
-  purpose: 'delay' | 'deadline' | 'children';
-  payload: { seq: number };
+export interface FiredTimers {
+  fired: number;
+  /** How long until the next unfired timer falls due (negative: one is due now); null when none is set. */
+  nextDueMs: number | null;
 }
 
 /**
- * Locks up to `limit` due timers (database clock) for the caller's transaction and marks them
- * fired; SKIP LOCKED lets several pollers share the work without firing a timer twice. "Due" is
- * judged at the statement's start, not the transaction's: a timer written (with now()) by a
- * transaction that committed after ours began would otherwise look not yet due. The
- * caller applies each timer's transition in the same transaction, so a crash fires it again later
- * rather than never.
+ * Fires up to `limit` due timers in one statement (`fire_due_timers()`, migration 0003): marks
+ * them fired and records on each instance what woke it, so a worker claims it and applies the
+ * wake-up. SKIP LOCKED lets several pollers share a burst without firing a timer twice. "Due" is
+ * judged by the database clock at the statement's start.
  */
-export async function takeDueTimers(c: Client, limit: number): Promise<DueTimer[]> {
-  const res = await c.query<DueTimer>(
-    `UPDATE timers t SET fired_at = statement_timestamp()
-     FROM (SELECT id FROM timers WHERE fired_at IS NULL AND fire_at <= statement_timestamp()
-           ORDER BY fire_at LIMIT $1 FOR UPDATE SKIP LOCKED) due
-     WHERE t.id = due.id
-     RETURNING t.id, t.workflow_id, t.env_id, t.purpose, t.payload`,
-    [limit],
-  );
-  return res.rows;
+export async function fireDueTimers(c: Client, limit: number): Promise<FiredTimers> {
+  const res = await c.query<{ fired: number; next_due_ms: number | null }>('SELECT * FROM fire_due_timers($1)', [limit]);
+  const row = res.rows[0]!;
+  return { fired: row.fired, nextDueMs: row.next_due_ms };
 }
 
 /** Test clock: moves every pending timer, backoff and outbox retry `ms` closer, as if that much time passed. */
 export async function advanceClock(c: Client, ms: number): Promise<void> {
-  await c.query(`UPDATE timers SET fire_at = fire_at - $1::float8 * interval '1 millisecond' WHERE fired_at IS NULL`, [ms]);
+  await c.query(`UPDATE timers SET fire_at = fire_at - $1::float8 * interval '1 millisecond'`, [ms]);
   await c.query(
     `UPDATE workflows SET run_at = run_at - $1::float8 * interval '1 millisecond' WHERE state IN ('pending', 'compensating')`,
     [ms],

@@ -58,7 +58,7 @@ export async function cloneInstances(db: Db, templateIds: string[], count: numbe
     await client.query(
       `INSERT INTO timers (${list(timers)})
        SELECT ${select(timers, 't', { id: 'gen_random_uuid()', workflow_id: 'm.id' })}
-       FROM clone_map m JOIN timers t ON t.workflow_id = m.src AND t.fired_at IS NULL`,
+       FROM clone_map m JOIN timers t ON t.workflow_id = m.src`,
     );
     const ids = (await client.query<{ id: string }>('SELECT id FROM clone_map')).rows.map((r) => r.id);
     await client.query('COMMIT');
