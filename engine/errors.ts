@@ -49,3 +49,15 @@ export class EventKeyReused extends FlowError {
     super('FLOW_EVENT_KEY_REUSED', `idempotency key ${key} was already used by a different event in this environment`, { status: 409 });
   }
 }
+
+export class CallbackNotAllowed extends FlowError {
+  constructor(host: string) {
+    super('FLOW_CALLBACK_HOST_NOT_ALLOWED', `callback.url names ${host}, which is not on the engine's callbackAllowlist`, { status: 403 });
+  }
+}
+
+export class SecretMissing extends FlowError {
+  constructor(envVar: string) {
+    super('FLOW_SECRET_MISSING', `${envVar} is not set: in production the engine does not sign with the development secret`, { status: 500 });
+  }
+}

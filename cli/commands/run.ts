@@ -3,6 +3,7 @@ import { dirname } from 'node:path';
 import { TERMINAL_STATES, type WorkflowRecord } from '../../contracts/index.ts';
 import { loadHandlerProfiles } from '../../engine/executors/index.ts';
 import { publishOrder, readArtifactDir, readLogicFile } from '../../engine/runtime/artifacts.ts';
+import { parseAllowlist } from '../../engine/executors/allowlist.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import { funcRuntimeFor } from '../../engine/runtime/module-store.ts';
 import { openDb } from '../../engine/store/db.ts';
@@ -30,7 +31,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     db,
     executors: {
       handlers: loadHandlerProfiles(process.env, handlerOverrides(args)),
-      httpAllowlist: [...(args.flags.get('allow-host') ?? []), ...(process.env['FLOW_HTTP_ALLOWLIST']?.split(',') ?? [])],
+      httpAllowlist: [...(args.flags.get('allow-host') ?? []), ...parseAllowlist(process.env['FLOW_HTTP_ALLOWLIST'])],
       funcRuntime,
     },
     worker: { pollMs: 10 },

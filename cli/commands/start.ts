@@ -2,6 +2,7 @@ import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { FlowError } from '../../contracts/errors.ts';
 import { publishOrder, readArtifactDir } from '../../engine/runtime/artifacts.ts';
+import { parseAllowlist } from '../../engine/executors/allowlist.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import { funcRuntimeFor } from '../../engine/runtime/module-store.ts';
 import { openDb } from '../../engine/store/db.ts';
@@ -32,7 +33,7 @@ export async function startCommand(argv: string[]): Promise<number> {
   const engine = new Engine({
     db,
     env,
-    executors: { httpAllowlist: process.env['FLOW_HTTP_ALLOWLIST']?.split(',') ?? [], ...(funcRuntime ? { funcRuntime } : {}) },
+    executors: { httpAllowlist: parseAllowlist(process.env['FLOW_HTTP_ALLOWLIST']), ...(funcRuntime ? { funcRuntime } : {}) },
     worker: { concurrency, leaseMs: intFlag(args, 'lease-ms', 30_000), pollMs: intFlag(args, 'poll-ms', 250) },
     observer: { onError: (id, err) => process.stderr.write(`error${id ? ` in ${id}` : ''}: ${(err as Error).message}\n`) },
   });

@@ -1,5 +1,6 @@
 import { isLiteralUrl } from '../../contracts/index.ts';
 import { evaluate } from '../core/expressions.ts';
+import { hostAllowed } from './allowlist.ts';
 import { HostNotAllowed } from './errors.ts';
 import { callHttp } from './http-call.ts';
 import type { Executor } from './index.ts';
@@ -10,7 +11,7 @@ export function httpExecutor(allowlist: readonly string[]): Executor<'http'> {
   return async (def, a) => {
     const url = isLiteralUrl(def.url) ? def.url : String(await evaluate(def.url, a.instance));
     const parsed = new URL(url);
-    if (!allowed.has('*') && !allowed.has(parsed.host) && !allowed.has(parsed.hostname)) throw new HostNotAllowed(parsed.host);
+    if (!hostAllowed(allowed, parsed)) throw new HostNotAllowed(parsed.host);
     return callHttp({
       method: def.method,
       url,

@@ -5,7 +5,8 @@ import {
   TERMINAL_STATES,
   type WorkflowRecord,
 } from '../../contracts/index.ts';
-import { BadRequest, ChildLogicMissing } from '../errors.ts';
+import { BadRequest, CallbackNotAllowed, ChildLogicMissing, SecretMissing } from '../errors.ts';
+import { parseAllowlist, hostAllowed } from '../executors/allowlist.ts';
 import { createExecutors, type ExecutorOptions } from '../executors/index.ts';
 import type { Db } from '../store/db.ts';
 import { NotFound } from '../store/errors.ts';
@@ -31,11 +32,21 @@ export interface EngineOptions {
   executors?: ExecutorOptions;
   worker?: WorkerOptions;
   observer?: TransitionObserver;
-  /** Signs resume tokens; every engine process of a deployment needs the same. (Default: FLOW_TOKEN_SECRET) */
+  /**
+   * Signs resume tokens; every engine process of a deployment needs the same. (Default:
+   * FLOW_TOKEN_SECRET; outside production a fixed development secret, in production none: the
+   * engine refuses to start with FLOW_SECRET_MISSING)
+   */
   tokenSecret?: string;
+  /**
+   * Hosts a start request's `callback.url` may name (`host`, `host:port`, `*`); any other is
+   * refused, so a caller cannot point the engine at internal services. (Default:
+   * FLOW_CALLBACK_ALLOWLIST, comma-separated; none: callbacks are refused)
+   */
+  callbackAllowlist?: readonly string[];
   /** Where the outbox relay POSTs `emit` events. (Default: FLOW_EVENT_SINK_URL; none: they wait) */
   eventSink?: { url: string };
-  /** Signs outbox deliveries (X-Flow-Signature); receivers verify with it. (Default: FLOW_OUTBOX_SECRET) */
+  /** Signs outbox deliveries (X-Flow-Signature); receivers verify with it. (Default: FLOW_OUTBOX_SECRET, as tokenSecret) */
   outboxSecret?: string;
   relay?: RelayTuning;
 }
@@ -51,12 +62,14 @@ export class Engine {
   readonly ops: Operations;
   /** Delivers outbox rows (events, callbacks); runs with the workers, or by hand with relayOnce(). */
   readonly outbox: OutboxRelay;
+  readonly #callbackHosts: ReadonlySet<string>;
 
   constructor(opts: EngineOptions) {
     this.db = opts.db;
     this.env = opts.env ?? 'default';
     this.logics = new LogicCache(opts.db);
-    this.tokens = new ResumeTokens(opts.tokenSecret ?? process.env['FLOW_TOKEN_SECRET'] ?? 'sentin8-flow-development-secret');
+    this.tokens = new ResumeTokens(secret(opts.tokenSecret ?? process.env['FLOW_TOKEN_SECRET'], 'FLOW_TOKEN_SECRET'));
+    this.#callbackHosts = new Set(opts.callbackAllowlist ?? parseAllowlist(process.env['FLOW_CALLBACK_ALLOWLIST']));
     const executors = createExecutors(opts.executors);
     this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, opts.observer ?? {}, opts.worker);
     this.ops = new Operations(opts.db, this.logics, this.env, (id, env) => {
@@ -66,7 +79,7 @@ export class Engine {
     const sinkUrl = opts.eventSink?.url ?? process.env['FLOW_EVENT_SINK_URL'];
     this.outbox = new OutboxRelay(opts.db, {
       ...opts.relay,
-      secret: opts.outboxSecret ?? process.env['FLOW_OUTBOX_SECRET'] ?? 'sentin8-flow-development-secret',
+      secret: secret(opts.outboxSecret ?? process.env['FLOW_OUTBOX_SECRET'], 'FLOW_OUTBOX_SECRET'),
       eventSink: sinkUrl ? { url: sinkUrl } : null,
       onError: (err) => opts.observer?.onError?.(null, err),
     });
@@ -132,6 +145,9 @@ export class Engine {
       throw new BadRequest('the start request', parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
     }
     const req = parsed.data;
+    if (req.callback !== undefined && !hostAllowed(this.#callbackHosts, new URL(req.callback.url))) {
+      throw new CallbackNotAllowed(new URL(req.callback.url).host);
+    }
     const env = req.env ?? this.env;
     const result = await inEnv(this.db, env, async (c) => {
       const logic = await findLogicVersion(c, req.logicId, req.version);
@@ -188,4 +204,11 @@ export class Engine {
   async close(): Promise<void> {
     await this.workers.stop();
   }
+}
+
+/** A signing secret as configured, or a fixed development value anywhere but production. */
+function secret(value: string | undefined, envVar: string): string {
+  if (value !== undefined && value !== '') return value;
+  if (process.env['NODE_ENV'] === 'production') throw new SecretMissing(envVar);
+  return 'sentin8-flow-development-secret';
 }

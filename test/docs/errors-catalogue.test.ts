@@ -16,7 +16,7 @@ const SOURCE_EXTENSIONS = new Set(['.ts', '.mjs']);
 const CODE = /\b(?:FLOW|FUNC|COMPILE|SDK|PUBLISH|CLI)_[A-Z0-9_]+\b/g;
 const WHOLE_CODE = /^(?:FLOW|FUNC|COMPILE|SDK|PUBLISH|CLI)_[A-Z0-9_]+$/;
 /** Engine settings read from the environment; `FLOW_HANDLER_<NAME>_URL` / `_TOKEN` come on top. */
-const KNOWN_ENV_NAMES = ['FLOW_ENV', 'FLOW_EVENT_SINK_URL', 'FLOW_HTTP_ALLOWLIST', 'FLOW_OUTBOX_SECRET', 'FLOW_SCHEMA', 'FLOW_TOKEN_SECRET'];
+const KNOWN_ENV_NAMES = ['FLOW_CALLBACK_ALLOWLIST', 'FLOW_ENV', 'FLOW_EVENT_SINK_URL', 'FLOW_HTTP_ALLOWLIST', 'FLOW_OUTBOX_SECRET', 'FLOW_SCHEMA', 'FLOW_TOKEN_SECRET'];
 
 function sourceFiles(dir: string): string[] {
   const files: string[] = [];

@@ -59,6 +59,7 @@ describeEachDriver('outbox: emit rows, callbacks and the relay', (getDb) => {
       executors: { handlers: new Map([['TEST', { url: svc.url }]]) },
       eventSink: { url: `${svc.url}/sink` },
       outboxSecret: SECRET,
+      callbackAllowlist: [new URL(svc.url).host],
     });
   });
   afterAll(() => svc.close());
@@ -235,6 +236,37 @@ describeEachDriver('outbox: emit rows, callbacks and the relay', (getDb) => {
     await expect(engine.start({ logicId: logic.logicId, input: {}, env: ENV, callback: { url: 'ftp://x' } })).rejects.toMatchObject({
       code: 'FLOW_BAD_REQUEST',
     });
+  });
+
+  it('refuses a callback to a host off the allowlist, and starts nothing', async () => {
+    const logic = announceOnly();
+    await engine.publish(logic, ENV);
+    const before = await db().pool.query<{ n: number }>('SELECT count(*)::int AS n FROM workflows');
+    const other = `http://localhost:${new URL(svc.url).port}/cb`;
+    await expect(engine.start({ logicId: logic.logicId, input: {}, env: ENV, callback: { url: other } })).rejects.toMatchObject({
+      code: 'FLOW_CALLBACK_HOST_NOT_ALLOWED',
+      status: 403,
+    });
+    // with no allowlist configured, every callback is refused
+    const closed = new Engine({ db: db(), env: ENV, outboxSecret: SECRET, callbackAllowlist: [] });
+    await expect(closed.start({ logicId: logic.logicId, input: {}, env: ENV, callback: { url: `${svc.url}/cb` } })).rejects.toMatchObject({
+      code: 'FLOW_CALLBACK_HOST_NOT_ALLOWED',
+    });
+    expect((await db().pool.query<{ n: number }>('SELECT count(*)::int AS n FROM workflows')).rows[0]!.n).toBe(before.rows[0]!.n);
+  });
+
+  it('will not sign with the development secret in production', () => {
+    const saved = { ...process.env };
+    try {
+      process.env['NODE_ENV'] = 'production';
+      delete process.env['FLOW_TOKEN_SECRET'];
+      delete process.env['FLOW_OUTBOX_SECRET'];
+      expect(() => new Engine({ db: db(), outboxSecret: SECRET })).toThrow(expect.objectContaining({ code: 'FLOW_SECRET_MISSING' }));
+      expect(() => new Engine({ db: db(), tokenSecret: SECRET })).toThrow(/FLOW_OUTBOX_SECRET is not set/);
+      expect(() => new Engine({ db: db(), tokenSecret: SECRET, outboxSecret: SECRET })).not.toThrow();
+    } finally {
+      process.env = saved;
+    }
   });
 
   it('leaves event rows waiting while no event sink is configured, and still delivers callbacks', async () => {
