@@ -47,17 +47,52 @@ function openPostgres(url: string, schema: string, max: number): Db {
     pool,
     schema,
     driver: 'postgres',
-    async listen(channel, onNotify) {
-      const client = new pg.Client({ connectionString: url });
-      client.on('error', () => {});
-      await client.connect();
-      client.on('notification', onNotify);
-      await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
-      return async () => {
-        await client.end().catch(() => {});
-      };
-    },
+    listen: (channel, onNotify) => listenReconnecting(url, channel, onNotify),
     close: () => pool.end(),
+  };
+}
+
+/**
+ * LISTEN on a connection of its own that comes back by itself: when the server goes away
+ * (restart, network) it reconnects every second until it is back, then calls `onNotify` once,
+ * since whatever was notified meanwhile is lost. The first connect fails loudly, as a pool would.
+ */
+async function listenReconnecting(url: string, channel: string, onNotify: () => void): Promise<() => Promise<void>> {
+  let current: pg.Client | null = null;
+  let closed = false;
+  let retry: NodeJS.Timeout | undefined;
+  const connect = async (): Promise<void> => {
+    const client = new pg.Client({ connectionString: url });
+    client.on('error', () => {}); // 'end' follows, and reconnects
+    client.on('end', () => {
+      if (closed || current !== client) return;
+      current = null;
+      reconnectSoon();
+    });
+    client.on('notification', onNotify);
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+    } catch (err) {
+      await client.end().catch(() => {});
+      throw err;
+    }
+    if (closed) {
+      await client.end().catch(() => {});
+      return;
+    }
+    current = client;
+  };
+  const reconnectSoon = () => {
+    retry = setTimeout(() => {
+      connect().then(onNotify, reconnectSoon);
+    }, 1000).unref();
+  };
+  await connect();
+  return async () => {
+    closed = true;
+    clearTimeout(retry);
+    await current?.end().catch(() => {});
   };
 }
 

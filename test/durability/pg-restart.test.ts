@@ -121,6 +121,9 @@ describe.skipIf(!process.env['DATABASE_URL'] || !PgCluster.available())('Postgre
       const res = await db.pool.query(`SELECT 1 FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)'`);
       return res.rowCount ? true : undefined;
     });
+    // a LISTEN of this process, on the same code the workers use for their wake-ups
+    let heard = 0;
+    const unlisten = await db.listen('probe_restart', () => heard++);
     const t0 = Date.now();
     await cluster.restartImmediate();
     const restartMs = Date.now() - t0;
@@ -169,5 +172,18 @@ describe.skipIf(!process.env['DATABASE_URL'] || !PgCluster.available())('Postgre
     expect([...svc.ledger.applications.values()].filter((n) => n !== 1)).toEqual([]);
     expect(svc.ledger.deliveries.filter((d) => d.afterCommit)).toEqual([]);
     expect(await attemptViolations(db)).toEqual([]);
+
+    // the LISTEN connection came back by itself (and said so once); a NOTIFY sent now is heard
+    expect(heard).toBeGreaterThan(0);
+    const mark = heard;
+    await waitFor(
+      'a NOTIFY after the restart to be heard',
+      async () => {
+        await db.pool.query('NOTIFY probe_restart');
+        return heard > mark || undefined;
+      },
+      { timeoutMs: 10_000, intervalMs: 200 },
+    );
+    await unlisten();
   }, 150_000);
 });
