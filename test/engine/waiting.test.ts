@@ -1,5 +1,8 @@
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Engine } from '../../engine/runtime/engine.ts';
+import { claimWorkflows } from '../../engine/store/claim-workflows.ts';
+import { advanceClock, fireDueTimers } from '../../engine/store/timers.ts';
+import { asScheduler } from '../../engine/store/tx.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { advance, OPERATOR, settle, testEngine, uniqueLogic } from '../support/engine.ts';
 import { FakeService } from '../support/fake-service.ts';
@@ -154,5 +157,80 @@ describeEachDriver('waiting: decisions, timers, callbacks', (getDb) => {
     await engine.ops.cancel(id, { reason: 'no longer needed' }, { ...OPERATOR, env: 'test-env' });
     expect(await timers()).toBe(0);
     expect((await get(id)).state).toBe('cancelled');
+  });
+
+  describe('firing a timer, then applying it', () => {
+    const row = async (id: string) =>
+      (
+        await getDb().pool.query<{ state: string; wakes: unknown; timers: number }>(
+          'SELECT state, wakes, (SELECT count(*)::int FROM timers WHERE workflow_id = w.id) AS timers FROM workflows w WHERE id = $1',
+          [id],
+        )
+      ).rows[0]!;
+    const fire = () => asScheduler(getDb(), (c) => fireDueTimers(c, 100));
+    const delayThenPass = () =>
+      uniqueLogic({ start: 'wait', steps: { wait: { kind: 'delay', duration: 'PT10M', next: 'after' }, after: { kind: 'pass', input: '"done"' } } });
+
+    it('a stale timer fires into nothing: a deadline of a decision already answered wakes nobody', async () => {
+      const logic = uniqueLogic({
+        start: 'approve',
+        steps: {
+          approve: { kind: 'decision', options: ['approve'], deadline: 'PT10M', next: 'pause' },
+          pause: { kind: 'delay', duration: 'PT1H', next: 'done' },
+          done: { kind: 'pass', input: '"done"' },
+        },
+      });
+      const id = await start(logic);
+      await resume(id, { step: 'approve', option: 'approve', approver: APPROVER });
+      await settle(engine);
+      expect(await row(id)).toEqual({ state: 'waiting', wakes: null, timers: 2 });
+      await asScheduler(getDb(), (c) => advanceClock(c, 11 * 60_000));
+      await fire();
+      // the deadline went without a trace; the delay still waits
+      expect(await row(id)).toEqual({ state: 'waiting', wakes: null, timers: 1 });
+      await advance(engine, HOUR);
+      expect((await get(id)).output).toBe('done');
+    });
+
+    it('a timer of an instance a worker holds waits for it to let go, then fires', async () => {
+      const id = await start(delayThenPass());
+      await getDb().pool.query(`UPDATE workflows SET lease_token = gen_random_uuid(), lease_expires_at = now() + interval '1 hour' WHERE id = $1`, [id]);
+      await asScheduler(getDb(), (c) => advanceClock(c, 11 * 60_000));
+      await fire();
+      expect(await row(id)).toEqual({ state: 'waiting', wakes: null, timers: 1 });
+      await getDb().pool.query('UPDATE workflows SET lease_token = NULL, lease_expires_at = NULL WHERE id = $1', [id]);
+      await fire();
+      expect(await row(id)).toMatchObject({ state: 'waiting', wakes: { 'delay:0': { purpose: 'delay', seq: 0 } }, timers: 0 });
+      await settle(engine);
+      expect((await get(id)).output).toBe('done');
+    });
+
+    it('a wake whose claimer died is applied by the next claimer, once', async () => {
+      const id = await start(delayThenPass());
+      await asScheduler(getDb(), (c) => advanceClock(c, 11 * 60_000));
+      await fire();
+      // a worker claims the woken instance and dies before applying the wake-up
+      const claimed = await asScheduler(getDb(), (c) => claimWorkflows(c, { limit: 100, leaseMs: 60_000 }));
+      expect(claimed.find((s) => s.instance.id === id)?.wakes).toEqual([{ purpose: 'delay', seq: 0 }]);
+      await getDb().pool.query(`UPDATE workflows SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
+      await settle(engine);
+      const record = await get(id);
+      expect(record.output).toBe('done');
+      expect(record.steps.map((s) => [s.step, s.state])).toEqual([
+        ['wait', 'succeeded'],
+        ['after', 'succeeded'],
+      ]);
+    });
+
+    it('a verb beats a wake nobody has applied yet: cancel leaves nothing to run', async () => {
+      const id = await start(delayThenPass());
+      await asScheduler(getDb(), (c) => advanceClock(c, 11 * 60_000));
+      await fire();
+      expect((await row(id)).wakes).not.toBeNull();
+      await engine.ops.cancel(id, { reason: 'changed our mind' }, { ...OPERATOR, env: 'test-env' });
+      expect(await row(id)).toEqual({ state: 'cancelled', wakes: null, timers: 0 });
+      await settle(engine);
+      expect((await get(id)).steps.map((s) => s.step)).toEqual(['wait']);
+    });
   });
 });
