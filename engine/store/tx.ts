@@ -9,20 +9,21 @@ export type Client = pg.PoolClient;
  * connecting user owns the tables (FORCE) — and a superuser connection is demoted too.
  */
 export function inEnv<T>(db: Db, env: string, fn: (c: Client) => Promise<T>): Promise<T> {
-  return inTx(db, "SELECT set_config('app.env_id', $1, true), set_config('role', 'flow_app', true)", [env], fn);
+  return inTx(db, (c) => `SELECT set_config('app.env_id', ${c.escapeLiteral(env)}, true), set_config('role', 'flow_app', true)`, fn);
 }
 
 /** A transaction for the scheduler's cross-environment work (claiming, timers, relay). */
 export function asScheduler<T>(db: Db, fn: (c: Client) => Promise<T>): Promise<T> {
-  return inTx(db, "SELECT set_config('role', 'flow_engine', true)", [], fn);
+  return inTx(db, () => "SELECT set_config('role', 'flow_engine', true)", fn);
 }
 
-async function inTx<T>(db: Db, setup: string, params: unknown[], fn: (c: Client) => Promise<T>): Promise<T> {
+async function inTx<T>(db: Db, setup: (c: Client) => string, fn: (c: Client) => Promise<T>): Promise<T> {
   const client = await db.pool.connect();
   let broken = false;
   try {
-    await client.query('BEGIN');
-    await client.query(setup, params);
+    // one round trip: a simple query may carry several statements (no parameters, so the env is
+    // quoted as a literal)
+    await client.query(`BEGIN; ${setup(client)}`);
     const result = await fn(client);
     await client.query('COMMIT');
     return result;

@@ -75,6 +75,19 @@ describeEachDriver('store', (getDb) => {
     ).rejects.toMatchObject({ code: '42501' });
   });
 
+  it('an env name is data, whatever it holds: quotes and backslashes scope like any other name', async () => {
+    const odd = "o'b\\x'); SELECT set_config('role', 'postgres', true); --";
+    const mine = await createIn(odd);
+    const other = await createIn('env-plain');
+    const seen = await inEnv(getDb(), odd, async (c) => {
+      const session = (await c.query<{ r: string; env: string }>(`SELECT current_setting('role') AS r, current_setting('app.env_id') AS env`)).rows[0]!;
+      expect(session).toEqual({ r: "flow_app", env: odd });
+      return (await c.query<{ id: string }>('SELECT id FROM workflows')).rows.map((r) => r.id);
+    });
+    expect(seen).toEqual([mine]);
+    expect(seen).not.toContain(other);
+  });
+
   it('the application roles own no table, and every table forces row-level security', async () => {
     const res = await getDb().pool.query<{ relname: string; owner: string; forced: boolean; enabled: boolean }>(
       `SELECT c.relname, pg_get_userbyid(c.relowner) AS owner, c.relforcerowsecurity AS forced, c.relrowsecurity AS enabled
