@@ -143,6 +143,8 @@ async function soloLatency(serviceUrl: string) {
 /**
  * What a func step adds: the module run (echo, 0 or 1 recorded host call, 1 KB / 64 KB) measured
  * against the cost of one step commit (one-client commit_transition latency) in the same run.
+ * Runs are spaced by one commit's time, as steps are in the engine: that is when a worker makes
+ * the next instance of the module ahead of its run.
  */
 async function funcOverhead(serviceUrl: string) {
   const built = await buildTestModules(['passthrough', 'one-call']);
@@ -179,6 +181,7 @@ async function funcOverhead(serviceUrl: string) {
     const recorded = calls === 0 ? [] : [{ n: 0, importName: 'lookup', request: input, response: { ok: true } }];
     const lat: number[] = [];
     for (let i = 0; i < 200; i++) {
+      await new Promise((r) => setTimeout(r, Math.max(1, Math.round(commitP50))));
       const s0 = performance.now();
       const r = await runtime.run({
         moduleHash: built.hash[module]!,

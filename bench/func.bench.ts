@@ -1,6 +1,8 @@
 // Per-run cost of Sentin8:Func step modules: `npx tsx bench/func.bench.ts`.
 // Each row runs one module sequentially on a warm runtime (pool of 2, one busy)
-// and reports microseconds per run, next to doing nothing at all.
+// and reports microseconds per run, next to doing nothing at all. Runs go back to
+// back, so a worker has no idle time to make the next instance ahead of its run:
+// the worst case. `npm run bench` measures runs spaced as steps are in the engine.
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';

@@ -47,6 +47,7 @@ export function createFuncRuntime(opts: FuncRuntimeOptions): FuncRuntime {
       );
     }
     const task: Omit<RunTask, 'id'> = {
+      moduleHash: req.moduleHash,
       module: loaded.module,
       exportName,
       inputJson: checked,

@@ -4,6 +4,8 @@ import type { PendingHostCall } from '../types.ts';
 /** One run, as posted to a worker. WebAssembly.Module is shared, not copied. */
 export interface RunTask {
   id: number;
+  /** Names the module: a worker keeps a fresh instance of the module it ran last ready for the next run. */
+  moduleHash: string;
   module: WebAssembly.Module;
   exportName: string;
   inputJson: string;

@@ -24,27 +24,43 @@ class HostStop extends Error {
 }
 
 /**
- * Instantiates a fresh plugin (so no state survives from an earlier run, and a
- * rerun starts from scratch) and calls the export. Host calls answer from
- * `task.recorded` synchronously; the first unrecorded one throws HostStop,
- * which Extism propagates out of `plugin.call` unchanged on this thread.
- * @param {RunTask} task
- * @param {(level: string, message: string) => void} log
- * @returns {Promise<WorkerOutcome>}
+ * A fresh instance of a module, not yet bound to a run: its host functions read the run from
+ * `bindings`, filled in when the run begins. Making one costs ~170 µs (most of a run), so a worker
+ * makes the next one while it is idle (worker-entry.mjs). An instance whose instantiation touched
+ * the host at all (the module's start function called an import, logged, or trapped) is `tainted`:
+ * it could have seen no run's clock or records, so it is never used and the run instantiates anew.
+ * @typedef {{ task: RunTask | null, log: (level: string, message: string) => void, state: RunState, tainted: boolean }} Bindings
+ * @typedef {{ calls: number, allocated: number, stop: WorkerOutcome | null }} RunState
+ * @typedef {{ plugin: import('@extism/extism').Plugin, bindings: Bindings }} Instance
+ * @param {WebAssembly.Module} module
+ * @param {readonly string[]} importNames
+ * @param {Partial<Pick<Bindings, 'task' | 'log' | 'state'>>} [bindTo] a run to bind at once (instantiation then belongs to it)
+ * @returns {Promise<Instance>}
  */
-export async function runModule(task, log) {
-  const state = { calls: 0, allocated: 0, /** @type {WorkerOutcome | null} */ stop: null };
+export async function instantiate(module, importNames, bindTo = {}) {
+  /** @type {Bindings} */
+  const bindings = { task: bindTo.task ?? null, log: bindTo.log ?? (() => {}), state: bindTo.state ?? freshState(), tainted: false };
+  /** The run this call belongs to; none yet marks the instance tainted and stops its start function. */
+  const current = () => {
+    if (bindings.task === null) {
+      bindings.tainted = true;
+      throw new Error('host function called while instantiating ahead of a run');
+    }
+    return bindings.task;
+  };
   /** @param {WorkerOutcome} outcome */
   const stop = (outcome) => {
-    state.stop ??= outcome;
-    throw new HostStop(state.stop);
+    bindings.state.stop ??= outcome;
+    throw new HostStop(bindings.state.stop);
   };
   const fail = (/** @type {string} */ code, /** @type {string} */ message) => stop({ kind: 'failed', code, message });
 
   /** @type {Record<string, (ctx: any, addr: bigint) => bigint>} */
   const user = {};
-  for (const importName of task.declaredImports) {
+  for (const importName of importNames) {
     user[importName] = (ctx, addr) => {
+      const task = current();
+      const state = bindings.state;
       if (state.stop) throw new HostStop(state.stop);
       const n = state.calls++;
       const request = readJson(ctx, addr);
@@ -65,41 +81,65 @@ export async function runModule(task, log) {
     'extism:host/env': {
       /** Extism 1.0.3 keeps these blocks in host memory, outside the module's own cap. */
       alloc: (/** @type {any} */ ctx, /** @type {bigint} */ size) => {
-        state.allocated += Number(size);
-        if (state.allocated > task.maxHostAllocBytes) {
+        const task = current();
+        bindings.state.allocated += Number(size);
+        if (bindings.state.allocated > task.maxHostAllocBytes) {
           fail('FUNC_MEMORY', `module allocated more than ${task.maxHostAllocBytes} bytes of Extism host memory in one run`);
         }
         return ctx.alloc(size);
       },
       error_set: (/** @type {any} */ ctx, /** @type {bigint} */ addr) => {
+        current();
         const message = ctx.read(addr)?.text() ?? 'module reported an error';
         fail(OUT_OF_MEMORY.test(message) ? 'FUNC_MEMORY' : 'FUNC_TRAP', message);
       },
       http_request: () => {
+        current();
         fail('FUNC_TRAP', 'Extism http_request is disabled; reach services through a declared host function');
       },
     },
     env: {
-      'Date.now': () => task.clock.nowMs,
-      seed: () => task.clock.seed,
+      'Date.now': () => current().clock.nowMs,
+      seed: () => current().clock.seed,
     },
   };
-  const logger = {
-    debug: (/** @type {string} */ m) => log('debug', m),
-    info: (/** @type {string} */ m) => log('info', m),
-    warn: (/** @type {string} */ m) => log('warn', m),
-    error: (/** @type {string} */ m) => log('error', m),
+  /** @param {string} level */
+  const logAt = (level) => (/** @type {string} */ m) => {
+    if (bindings.task === null) bindings.tainted = true;
+    else bindings.log(level, m);
   };
+  const logger = { debug: logAt('debug'), info: logAt('info'), warn: logAt('warn'), error: logAt('error') };
+  const plugin = await createPlugin(
+    { wasm: [{ module }] },
+    { useWasi: false, functions, logger: /** @type {Console} */ (/** @type {unknown} */ (logger)) },
+  );
+  return { plugin, bindings };
+}
 
-  /** @type {import('@extism/extism').Plugin | null} */
-  let plugin = null;
+/**
+ * Runs the export once on a fresh instance: `ready` when one was made ahead for this module and is
+ * untainted, otherwise a new one (whose instantiation, running the module's start function, may
+ * already trap or call the host). Host calls answer from `task.recorded` synchronously; the first
+ * unrecorded one throws HostStop, which Extism propagates out of `plugin.call` unchanged on this
+ * thread. The instance is closed afterwards: no state survives into another run.
+ * @param {RunTask} task
+ * @param {(level: string, message: string) => void} log
+ * @param {Instance | null} [ready]
+ * @returns {Promise<WorkerOutcome>}
+ */
+export async function runModule(task, log, ready = null) {
+  const state = freshState();
+  /** @type {Instance | null} */
+  let instance = null;
   try {
-    // Instantiation runs the module's start function, which may already trap or call the host.
-    plugin = await createPlugin(
-      { wasm: [{ module: task.module }] },
-      { useWasi: false, functions, logger: /** @type {Console} */ (/** @type {unknown} */ (logger)) },
-    );
-    const output = await plugin.call(task.exportName, task.inputJson);
+    if (ready !== null && !ready.bindings.tainted) {
+      instance = ready;
+      Object.assign(ready.bindings, { task, log, state });
+    } else {
+      await ready?.plugin.close();
+      instance = await instantiate(task.module, task.declaredImports, { task, log, state });
+    }
+    const output = await instance.plugin.call(task.exportName, task.inputJson);
     if (state.stop) return state.stop; // the module caught our exception and carried on
     if (state.calls < task.recorded.length) {
       return failed('FUNC_REPLAY_DIVERGED', `module finished after ${state.calls} host calls, but ${task.recorded.length} are recorded`);
@@ -109,9 +149,14 @@ export async function runModule(task, log) {
     if (state.stop) return state.stop;
     return fromThrown(err);
   } finally {
-    await plugin?.reset();
-    await plugin?.close();
+    await instance?.plugin.reset();
+    await instance?.plugin.close();
   }
+}
+
+/** @returns {RunState} */
+function freshState() {
+  return { calls: 0, allocated: 0, stop: null };
 }
 
 /** @param {any} ctx @param {bigint} addr */

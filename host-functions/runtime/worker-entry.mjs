@@ -3,7 +3,7 @@
 // able to load this file and everything it imports on its own.
 import { parentPort } from 'node:worker_threads';
 import createPlugin from '@extism/extism';
-import { runModule } from './run-module.mjs';
+import { instantiate, runModule } from './run-module.mjs';
 
 if (parentPort === null) throw new Error('worker-entry.mjs must run in a worker thread');
 const port = parentPort;
@@ -13,15 +13,28 @@ const port = parentPort;
 const empty = new WebAssembly.Module(new Uint8Array([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00]));
 await (await createPlugin({ wasm: [{ module: empty }] }, { useWasi: false })).close();
 
+/**
+ * A fresh instance of the module this worker ran last, made while it waits for the next run:
+ * instantiating is most of a run's cost, and a module tends to run again and again.
+ * @type {{ moduleHash: string, instance: Promise<import('./run-module.mjs').Instance | null> } | null}
+ */
+let spare = null;
+
 port.on('message', async (/** @type {import('./protocol.ts').RunTask} */ task) => {
   const log = (/** @type {string} */ level, /** @type {string} */ message) =>
     port.postMessage({ type: 'log', id: task.id, level, message });
+  const taken = spare;
+  spare = null;
+  let ready = null;
+  if (taken?.moduleHash === task.moduleHash) ready = await taken.instance;
+  else void taken?.instance.then((instance) => instance?.plugin.close());
   let outcome;
   try {
-    outcome = await runModule(task, log);
+    outcome = await runModule(task, log, ready);
   } catch (err) {
     outcome = { kind: 'failed', code: 'FUNC_WORKER_CRASHED', message: err instanceof Error ? err.message : String(err) };
   }
   port.postMessage({ type: 'result', id: task.id, outcome });
+  spare = { moduleHash: task.moduleHash, instance: instantiate(task.module, task.declaredImports).catch(() => null) };
 });
 port.postMessage({ type: 'ready' });

@@ -7,7 +7,7 @@ let runtime: FuncRuntime;
 const logs: FuncLogEntry[] = [];
 
 beforeAll(async () => {
-  modules = await buildTestModules(['echo', 'one-call', 'clock', 'chain']);
+  modules = await buildTestModules(['echo', 'one-call', 'clock', 'chain', 'start-clock', 'counter']);
   runtime = createFuncRuntime({ loadModule: modules.load, maxMemoryPages: TEST_MEMORY_PAGES, onLog: (e) => logs.push(e) });
 });
 afterAll(async () => {
@@ -91,6 +91,20 @@ describe('FuncRuntime.run', () => {
     expect(a).toMatchObject({ status: 'done', output: { now: clock.nowMs } });
     const reseeded = await runtime.run(runRequest(modules.hash['clock']!, { clock: { ...clock, seed: 100 } }));
     expect(reseeded.status === 'done' && a.status === 'done' && reseeded.output).not.toEqual(a.status === 'done' && a.output);
+  });
+
+  it('every run gets a fresh instance: a clock read while instantiating is the run\'s own, run after run', async () => {
+    // the worker makes the next instance ahead of the run; one whose start function reads the
+    // clock cannot be made ahead, and each run must still see its own clock
+    const outputs = [];
+    for (const nowMs of [1_000, 2_000, 3_000, 4_000]) {
+      outputs.push(await runtime.run(runRequest(modules.hash['start-clock']!, { clock: { nowMs, seed: 1 } })));
+    }
+    expect(outputs.map((r) => r.status === 'done' && r.output)).toEqual([1_000, 2_000, 3_000, 4_000].map((startedAt) => ({ startedAt })));
+    // and what one run leaves in the module's globals never shows in the next
+    const counts = [];
+    for (let i = 0; i < 4; i++) counts.push(await runtime.run(runRequest(modules.hash['counter']!)));
+    expect(counts.map((r) => r.status === 'done' && r.output)).toEqual(Array(4).fill({ runs: 1 }));
   });
 
   it('refuses at run time a module importing a host function the step does not declare', async () => {
