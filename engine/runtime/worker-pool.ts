@@ -158,7 +158,7 @@ export class WorkerPool {
    */
   async #fireTimers(): Promise<FiredTimers> {
     const rounds = await Promise.all(
-      Array.from({ length: TIMER_FIRERS }, () => asScheduler(this.db, (c) => fireDueTimers(c, TIMER_BATCH))),
+      Array.from({ length: TIMER_FIRERS }, () => fireDueTimers(this.db.pool, TIMER_BATCH)),
     );
     const fired = rounds.reduce((n, r) => n + r.fired, 0);
     const burst = fired === TIMER_FIRERS * TIMER_BATCH;
@@ -171,7 +171,7 @@ export class WorkerPool {
   async #claim(): Promise<number> {
     const free = this.concurrency - this.#inflight;
     if (free <= 0 || Date.now() < this.#holdClaimsUntil) return 0;
-    const claimed = await asScheduler(this.db, (c) => claimWorkflows(c, { limit: free, leaseMs: this.leaseMs }));
+    const claimed = await claimWorkflows(this.db.pool, { limit: free, leaseMs: this.leaseMs });
     for (const stored of claimed) {
       this.#inflight++;
       void this.#drive(stored)

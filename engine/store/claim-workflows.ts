@@ -1,39 +1,16 @@
 import { type Stored, toStored, type WorkflowRow } from './rows.ts';
-import type { Client } from './tx.ts';
+import type { Client, Queryable } from './tx.ts';
 
 /**
- * Leases up to `limit` runnable instances across all environments (run as the scheduler role):
- * pending ones whose time has come, compensating ones and woken waiting ones nobody holds, and
- * instances whose holder's lease expired (the holder is then fenced out: row_version moves on).
- * A woken instance stays `waiting` until its claimer applies the wake-up. SKIP LOCKED lets many
- * workers claim side by side without waiting on each other.
+ * Leases up to `limit` runnable instances across all environments: pending ones whose time has
+ * come, compensating ones and woken waiting ones nobody holds, and instances whose holder's lease
+ * expired (the holder is then fenced out: row_version moves on). A woken instance stays `waiting`
+ * until its claimer applies the wake-up. SKIP LOCKED lets many workers claim side by side without
+ * waiting on each other. `claim_workflows()` (migration 0003) takes the scheduler role itself, so
+ * pass the pool: a claim is one round trip.
  */
-export async function claimWorkflows(c: Client, args: { limit: number; leaseMs: number }): Promise<Stored[]> {
-  const res = await c.query<WorkflowRow>(
-    `WITH runnable AS (
-       SELECT id FROM workflows
-       WHERE (state IN ('pending', 'compensating') OR (state = 'waiting' AND wakes IS NOT NULL))
-         AND run_at <= statement_timestamp()
-         AND (lease_expires_at IS NULL OR lease_expires_at < statement_timestamp())
-       ORDER BY run_at LIMIT $1
-       FOR NO KEY UPDATE SKIP LOCKED
-     ), orphaned AS (
-       SELECT id FROM workflows
-       WHERE state = 'processing' AND lease_expires_at < statement_timestamp()
-       ORDER BY lease_expires_at LIMIT $1
-       FOR NO KEY UPDATE SKIP LOCKED
-     ), c AS (
-       SELECT id FROM runnable UNION ALL SELECT id FROM orphaned LIMIT $1
-     )
-     UPDATE workflows w
-     SET state = CASE WHEN w.state IN ('compensating', 'waiting') THEN w.state ELSE 'processing' END,
-         lease_token = gen_random_uuid(),
-         lease_expires_at = now() + $2::float8 * interval '1 millisecond',
-         row_version = w.row_version + 1
-     FROM c WHERE w.id = c.id
-     RETURNING w.*`,
-    [args.limit, args.leaseMs],
-  );
+export async function claimWorkflows(on: Queryable, args: { limit: number; leaseMs: number }): Promise<Stored[]> {
+  const res = await on.query<WorkflowRow>('SELECT * FROM claim_workflows($1, $2)', [args.limit, args.leaseMs]);
   return res.rows.map(toStored);
 }
 

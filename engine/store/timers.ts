@@ -1,5 +1,5 @@
 import { advanceOutbox } from './outbox.ts';
-import type { Client } from './tx.ts';
+import type { Client, Queryable } from './tx.ts';
 
 export interface FiredTimers {
   fired: number;
@@ -11,10 +11,11 @@ export interface FiredTimers {
  * Fires up to `limit` due timers in one statement (`fire_due_timers()`, migration 0003): marks
  * them fired and records on each instance what woke it, so a worker claims it and applies the
  * wake-up. SKIP LOCKED lets several pollers share a burst without firing a timer twice. "Due" is
- * judged by the database clock at the statement's start.
+ * judged by the database clock at the statement's start. The function takes the scheduler role
+ * itself: pass the pool, and a poll is one round trip.
  */
-export async function fireDueTimers(c: Client, limit: number): Promise<FiredTimers> {
-  const res = await c.query<{ fired: number; next_due_ms: number | null }>('SELECT * FROM fire_due_timers($1)', [limit]);
+export async function fireDueTimers(on: Queryable, limit: number): Promise<FiredTimers> {
+  const res = await on.query<{ fired: number; next_due_ms: number | null }>('SELECT * FROM fire_due_timers($1)', [limit]);
   const row = res.rows[0]!;
   return { fired: row.fired, nextDueMs: row.next_due_ms };
 }

@@ -2,6 +2,8 @@ import type pg from 'pg';
 import type { Db } from './db.ts';
 
 export type Client = pg.PoolClient;
+/** Where a statement that scopes itself can run: the pool (its own transaction) or a client. */
+export type Queryable = pg.Pool | pg.PoolClient;
 
 /**
  * Runs `fn` in a transaction scoped to one environment: `app.env_id` is set and the role is

@@ -98,7 +98,7 @@ describeEachDriver('outbox: emit rows, callbacks and the relay', (getDb) => {
   it('writes the emit row in the commit of its step, and a fenced or refused transition writes none', async () => {
     const logic = chargeThenAnnounce();
     const id = await start(logic, { amount: 5 });
-    const [claimed] = (await asScheduler(db(), (c) => claimWorkflows(c, { limit: 10, leaseMs: 60_000 }))).filter((s) => s.instance.id === id);
+    const [claimed] = (await claimWorkflows(db().pool, { limit: 10, leaseMs: 60_000 })).filter((s) => s.instance.id === id);
     const t = await onOutcome(logic, claimed!.instance, { status: 'succeeded', output: { captured: true } });
     expect(t.commands).toContainEqual(expect.objectContaining({ type: 'outbox', topic: 'payment.captured' }));
 

@@ -167,7 +167,7 @@ describeEachDriver('waiting: decisions, timers, callbacks', (getDb) => {
           [id],
         )
       ).rows[0]!;
-    const fire = () => asScheduler(getDb(), (c) => fireDueTimers(c, 100));
+    const fire = () => fireDueTimers(getDb().pool, 100);
     const delayThenPass = () =>
       uniqueLogic({ start: 'wait', steps: { wait: { kind: 'delay', duration: 'PT10M', next: 'after' }, after: { kind: 'pass', input: '"done"' } } });
 
@@ -210,7 +210,7 @@ describeEachDriver('waiting: decisions, timers, callbacks', (getDb) => {
       await asScheduler(getDb(), (c) => advanceClock(c, 11 * 60_000));
       await fire();
       // a worker claims the woken instance and dies before applying the wake-up
-      const claimed = await asScheduler(getDb(), (c) => claimWorkflows(c, { limit: 100, leaseMs: 60_000 }));
+      const claimed = await claimWorkflows(getDb().pool, { limit: 100, leaseMs: 60_000 });
       expect(claimed.find((s) => s.instance.id === id)?.wakes).toEqual([{ purpose: 'delay', seq: 0 }]);
       await getDb().pool.query(`UPDATE workflows SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
       await settle(engine);

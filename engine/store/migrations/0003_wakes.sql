@@ -18,8 +18,7 @@ ALTER TABLE timers DROP COLUMN fired_at;
 CREATE INDEX timers_due ON timers (fire_at);
 
 ALTER TABLE workflows ADD COLUMN wakes jsonb;
--- what a claim looks for, in the order it takes it (claim-workflows.ts repeats this predicate so
--- the planner can use the index)
+-- what a claim looks for, in the order it takes it (claim_workflows() below)
 DROP INDEX workflows_runnable;
 CREATE INDEX workflows_runnable ON workflows (run_at)
   WHERE state IN ('pending', 'compensating') OR (state = 'waiting' AND wakes IS NOT NULL);
@@ -31,12 +30,15 @@ CREATE INDEX workflows_runnable ON workflows (run_at)
 -- instance rows are both taken SKIP LOCKED: a transaction that holds an instance and drops its
 -- timers (an ending) is passed over, not waited for, so the two never deadlock. Waking bumps
 -- row_version, which fences a worker whose lease ran out meanwhile. Returns how many fired and
--- how long until the next timer is due (negative: one is due now; null: none is set).
+-- how long until the next timer is due (negative: one is due now; null: none is set). Like
+-- commit_transition(), it takes the scheduler role itself: a poll is one round trip.
 CREATE FUNCTION fire_due_timers(lim integer, OUT fired integer, OUT next_due_ms float8)
 LANGUAGE plpgsql AS $fn$
 DECLARE
-  woke integer;
+  prev_role text := current_setting('role');
+  woke      integer;
 BEGIN
+  PERFORM set_config('role', 'flow_engine', true);
   WITH due AS (
     SELECT t.id, t.workflow_id, t.purpose, (t.payload->>'seq')::int AS seq,
            coalesce(w.state = 'waiting' AND (w.ctx #>> '{running,seq}')::int = (t.payload->>'seq')::int, false) AS current,
@@ -66,6 +68,43 @@ BEGIN
     PERFORM pg_notify('flow_work', '');
   END IF;
   SELECT extract(epoch FROM min(fire_at) - clock_timestamp()) * 1000 INTO next_due_ms FROM timers;
+  PERFORM set_config('role', prev_role, true);
+END
+$fn$;
+
+-- Leases up to `lim` runnable instances across all environments, as the scheduler role, in one
+-- round trip (claim-workflows.ts says what is runnable). The runnable ones come in the order of
+-- the workflows_runnable index, which this predicate matches so the planner reads it.
+CREATE FUNCTION claim_workflows(lim integer, lease_ms float8) RETURNS SETOF workflows
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  prev_role text := current_setting('role');
+BEGIN
+  PERFORM set_config('role', 'flow_engine', true);
+  RETURN QUERY
+  WITH runnable AS (
+    SELECT id FROM workflows
+    WHERE (state IN ('pending', 'compensating') OR (state = 'waiting' AND wakes IS NOT NULL))
+      AND run_at <= statement_timestamp()
+      AND (lease_expires_at IS NULL OR lease_expires_at < statement_timestamp())
+    ORDER BY run_at LIMIT lim
+    FOR NO KEY UPDATE SKIP LOCKED
+  ), orphaned AS (
+    SELECT id FROM workflows
+    WHERE state = 'processing' AND lease_expires_at < statement_timestamp()
+    ORDER BY lease_expires_at LIMIT lim
+    FOR NO KEY UPDATE SKIP LOCKED
+  ), claimed AS (
+    SELECT id FROM runnable UNION ALL SELECT id FROM orphaned LIMIT lim
+  )
+  UPDATE workflows w
+  SET state = CASE WHEN w.state IN ('compensating', 'waiting') THEN w.state ELSE 'processing' END,
+      lease_token = gen_random_uuid(),
+      lease_expires_at = now() + lease_ms * interval '1 millisecond',
+      row_version = w.row_version + 1
+  FROM claimed WHERE w.id = claimed.id
+  RETURNING w.*;
+  PERFORM set_config('role', prev_role, true);
 END
 $fn$;
 
@@ -158,4 +197,4 @@ BEGIN
 END
 $fn$;
 
-GRANT EXECUTE ON FUNCTION fire_due_timers(integer) TO flow_engine;
+GRANT EXECUTE ON FUNCTION fire_due_timers(integer), claim_workflows(integer, float8) TO flow_app, flow_engine;
