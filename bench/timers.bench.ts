@@ -2,13 +2,15 @@
  * Timer lateness (issue "Waiting, time and composition"): how long after its `fire_at` a due timer
  * has fired, its wake-up transition been applied, and the step after the delay run — each the
  * commit time of the row that says so (track_commit_timestamp, which scripts/with-postgres.sh
- * turns on). One worker pool at its default poll interval; two shapes of load:
+ * turns on; the fired-timer probe's own insert rides in each firing statement, so the figures
+ * include its cost). One worker pool at its default poll interval; two shapes of load:
  *   (i)  10,000 timers spread evenly over 60 s;
  *   (ii) a burst of 10,000 due at the same instant.
  * Prints a table; asserts nothing. Target: p99 ≤ poll interval + 100 ms.
  *
  *   bash scripts/with-postgres.sh npx tsx bench/timers.bench.ts
- *   (BENCH_TIMERS=… BENCH_SPREAD_MS=… change the sizes; BENCH_ONLY=spread|burst runs one shape)
+ *   (BENCH_TIMERS=… BENCH_SPREAD_MS=… change the sizes; BENCH_ONLY=spread|burst runs one shape;
+ *   BENCH_DEBUG=1 lists each firing statement: when it started and how long it took to commit)
  */
 import { performance } from 'node:perf_hooks';
 import type { LogicVersion } from '../contracts/index.ts';

@@ -20,7 +20,7 @@ import { applyWakes } from './wakes.ts';
 const TIMER_POLL_GAP_MS = 10;
 /** Timers fired per statement (about 30 µs each): a burst of 10,000 due at once takes a few. */
 const TIMER_BATCH = 2000;
-/** Firing statements run side by side, SKIP LOCKED keeping them apart: a burst uses two cores. */
+/** Firing statements side by side during a burst, SKIP LOCKED keeping them apart: two cores. */
 const TIMER_FIRERS = 2;
 
 export interface WorkerOptions {
@@ -154,14 +154,14 @@ export class WorkerPool {
    * Fires a round of due timers. A full round means a burst: more is due right now. Firing costs
    * tens of microseconds a timer and running a step about a millisecond, so the burst is fired
    * first, with claims held back (for at most a poll interval) rather than competing with it for
-   * the same cores; the woken instances are then claimed in the order they fell due.
+   * the same cores; the woken instances are then claimed in the order they fell due. One
+   * statement polls; during a burst, TIMER_FIRERS go side by side.
    */
   async #fireTimers(): Promise<FiredTimers> {
-    const rounds = await Promise.all(
-      Array.from({ length: TIMER_FIRERS }, () => fireDueTimers(this.db.pool, TIMER_BATCH)),
-    );
+    const firers = this.#holdClaimsUntil === 0 ? 1 : TIMER_FIRERS;
+    const rounds = await Promise.all(Array.from({ length: firers }, () => fireDueTimers(this.db.pool, TIMER_BATCH)));
     const fired = rounds.reduce((n, r) => n + r.fired, 0);
-    const burst = fired === TIMER_FIRERS * TIMER_BATCH;
+    const burst = fired === firers * TIMER_BATCH;
     if (!burst) this.#holdClaimsUntil = 0;
     else if (this.#holdClaimsUntil === 0) this.#holdClaimsUntil = Date.now() + this.pollMs;
     if (fired > 0 && !burst) this.wake();
