@@ -222,8 +222,10 @@ export class WorkerPool {
       if (!keep && t.instance.state === 'processing') t.instance.state = 'pending';
       const committed = await this.#commit(stored, t, keep ? { token, ttlMs: this.leaseMs } : null);
       this.observer.onTransition?.(stored.instance, t, committed);
-      // a child that ended left its parent a due signal: fire it now rather than at the next poll
-      if (committed && t.instance.parentId !== null && TERMINAL_STATES.has(t.instance.state)) this.#wakeTimers?.();
+      // a new timer may fall due before the timer loop's next poll, and a child that ended left
+      // its parent a signal due now: either way, let the timer loop look again
+      const childEnded = t.instance.parentId !== null && TERMINAL_STATES.has(t.instance.state);
+      if (committed && (childEnded || t.commands.some((c) => c.type === 'timer'))) this.#wakeTimers?.();
       if (!committed || !keep) return;
       stored = { instance: t.instance, rowVersion: stored.rowVersion + 1, leaseToken: token, wakes: [] };
     }
