@@ -226,6 +226,8 @@ export class WorkerPool {
       // its parent a signal due now: either way, let the timer loop look again
       const childEnded = t.instance.parentId !== null && TERMINAL_STATES.has(t.instance.state);
       if (committed && (childEnded || t.commands.some((c) => c.type === 'timer'))) this.#wakeTimers?.();
+      // a retry after backoff is claimable at run_at: look for it then, not at the next poll
+      if (committed && t.runAfterMs !== null) setTimeout(() => this.wake(), t.runAfterMs).unref();
       if (!committed || !keep) return;
       stored = { instance: t.instance, rowVersion: stored.rowVersion + 1, leaseToken: token, wakes: [] };
     }
