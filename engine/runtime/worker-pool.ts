@@ -142,8 +142,8 @@ export class WorkerPool {
         this.observer.onError?.(null, err);
       }
       if (next.fired > 0) continue;
-      await this.#nap(Math.max(0, Math.min(this.pollMs, next.nextDueMs ?? this.pollMs)), 'timers');
-      // woken early (a child ended, or a due timer's instance was busy): poll again, but not
+      await this.#nap(Math.min(this.pollMs, next.nextDueMs ?? this.pollMs), 'timers');
+      // woken early (a timer set, a child ended, a held instance let go): poll again, but not
       // more often than every TIMER_POLL_GAP_MS — wake-ups come by the thousand per second
       const wait = began + TIMER_POLL_GAP_MS - Date.now();
       if (wait > 0 && this.#running) await sleep(wait);
@@ -213,6 +213,7 @@ export class WorkerPool {
           : await this.#step(logic, instance, token);
       if (t === null) {
         await asScheduler(this.db, (c) => releaseWakes(c, { id: instance.id, rowVersion: stored.rowVersion }));
+        this.#wakeTimers?.(); // timers of this instance passed over while it was held are due
         return;
       }
       // a wake-up leaves its next step to any worker; the one holding the lease runs it itself
@@ -222,10 +223,12 @@ export class WorkerPool {
       if (!keep && t.instance.state === 'processing') t.instance.state = 'pending';
       const committed = await this.#commit(stored, t, keep ? { token, ttlMs: this.leaseMs } : null);
       this.observer.onTransition?.(stored.instance, t, committed);
-      // a new timer may fall due before the timer loop's next poll, and a child that ended left
-      // its parent a signal due now: either way, let the timer loop look again
+      // let the timer loop look again when what it waits for may have changed: a new timer may
+      // fall due before its next poll, a child that ended left its parent a signal due now, and
+      // timers passed over while this worker held a woken instance are due now
       const childEnded = t.instance.parentId !== null && TERMINAL_STATES.has(t.instance.state);
-      if (committed && (childEnded || t.commands.some((c) => c.type === 'timer'))) this.#wakeTimers?.();
+      const heldWoken = instance.state === 'waiting';
+      if (committed && (heldWoken || childEnded || t.commands.some((c) => c.type === 'timer'))) this.#wakeTimers?.();
       // a retry after backoff is claimable at run_at: look for it then, not at the next poll
       if (committed && t.runAfterMs !== null) setTimeout(() => this.wake(), t.runAfterMs).unref();
       if (!committed || !keep) return;

@@ -30,7 +30,8 @@ CREATE INDEX workflows_runnable ON workflows (run_at)
 -- instance rows are both taken SKIP LOCKED: a transaction that holds an instance and drops its
 -- timers (an ending) is passed over, not waited for, so the two never deadlock. Waking bumps
 -- row_version, which fences a worker whose lease ran out meanwhile. Returns how many fired and
--- how long until the next timer is due (negative: one is due now; null: none is set). Like
+-- how long until the next timer not yet due falls due (null: none); a due one passed over waits
+-- for the next poll, or for its holder to wake the poller when it lets go. Like
 -- commit_transition(), it takes the scheduler role itself: a poll is one round trip.
 CREATE FUNCTION fire_due_timers(lim integer, OUT fired integer, OUT next_due_ms float8)
 LANGUAGE plpgsql AS $fn$
@@ -67,7 +68,8 @@ BEGIN
   IF woke > 0 THEN
     PERFORM pg_notify('flow_work', '');
   END IF;
-  SELECT extract(epoch FROM min(fire_at) - clock_timestamp()) * 1000 INTO next_due_ms FROM timers;
+  SELECT extract(epoch FROM min(fire_at) - clock_timestamp()) * 1000 INTO next_due_ms
+  FROM timers WHERE fire_at > clock_timestamp();
   PERFORM set_config('role', prev_role, true);
 END
 $fn$;
