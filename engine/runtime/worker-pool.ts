@@ -48,8 +48,9 @@ export class WorkerPool {
   #timerLoop: Promise<void> | null = null;
   /** While a burst of due timers is being fired, claims wait (at most a poll interval): see #fireTimers. */
   #holdClaimsUntil = 0;
-  #wake: (() => void) | null = null;
-  #wakeTimers: (() => void) | null = null;
+  /** Rung for new work (the claim loop) and for timers that may be due sooner (the timer loop). */
+  readonly #claims = new Alarm();
+  readonly #timers = new Alarm();
   #unlisten: (() => Promise<void>) | null = null;
   #companions: { start(): Promise<void>; stop(): Promise<void> }[] = [];
 
@@ -91,6 +92,7 @@ export class WorkerPool {
     this.#running = false;
     this.#stopping = true;
     this.wake();
+    this.#timers.ring();
     await this.#loop;
     await this.#timerLoop;
     while (this.#inflight > 0) await sleep(10);
@@ -99,7 +101,7 @@ export class WorkerPool {
   }
 
   wake(): void {
-    this.#wake?.();
+    this.#claims.ring();
   }
 
   /** Fires due timers and drives work until nothing is due, claimable or in flight. */
@@ -109,7 +111,7 @@ export class WorkerPool {
       const idle = this.#inflight === 0;
       const done = (await this.#fireTimers()).fired + (await this.#claim());
       if (done === 0 && idle) return;
-      if (done === 0) await this.#nap(5);
+      if (done === 0) await this.#claims.sleep(5);
     }
   }
 
@@ -122,7 +124,7 @@ export class WorkerPool {
         // the database is away (restart, network): keep polling until it is back
         this.observer.onError?.(null, err);
       }
-      if (done === 0 || this.#inflight >= this.concurrency) await this.#nap(this.pollMs);
+      if (done === 0 || this.#inflight >= this.concurrency) await this.#claims.sleep(this.pollMs);
     }
   }
 
@@ -142,7 +144,8 @@ export class WorkerPool {
         this.observer.onError?.(null, err);
       }
       if (next.fired > 0) continue;
-      await this.#nap(Math.min(this.pollMs, next.nextDueMs ?? this.pollMs), 'timers');
+      // whole milliseconds, rounded up: a timer polled for a hair early is not due yet
+      await this.#timers.sleep(Math.max(0, Math.min(this.pollMs, Math.ceil(next.nextDueMs ?? this.pollMs))));
       // woken early (a timer set, a child ended, a held instance let go): poll again, but not
       // more often than every TIMER_POLL_GAP_MS — wake-ups come by the thousand per second
       const wait = began + TIMER_POLL_GAP_MS - Date.now();
@@ -184,21 +187,6 @@ export class WorkerPool {
     return claimed.length;
   }
 
-  #nap(ms: number, loop: 'claims' | 'timers' = 'claims'): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      const self = this;
-      function done() {
-        clearTimeout(timer);
-        if (loop === 'claims') self.#wake = null;
-        else self.#wakeTimers = null;
-        resolve();
-      }
-      if (loop === 'claims') this.#wake = done;
-      else this.#wakeTimers = done;
-    });
-  }
-
   /** Runs prepared attempts of one instance for as long as it holds the lease and has one. */
   async #drive(start: Stored): Promise<void> {
     let stored = start;
@@ -213,7 +201,7 @@ export class WorkerPool {
           : await this.#step(logic, instance, token);
       if (t === null) {
         await asScheduler(this.db, (c) => releaseWakes(c, { id: instance.id, rowVersion: stored.rowVersion }));
-        this.#wakeTimers?.(); // timers of this instance passed over while it was held are due
+        this.#timers.ring(); // timers of this instance passed over while it was held are due
         return;
       }
       // a wake-up leaves its next step to any worker; the one holding the lease runs it itself
@@ -228,7 +216,7 @@ export class WorkerPool {
       // timers passed over while this worker held a woken instance are due now
       const childEnded = t.instance.parentId !== null && TERMINAL_STATES.has(t.instance.state);
       const heldWoken = instance.state === 'waiting';
-      if (committed && (heldWoken || childEnded || t.commands.some((c) => c.type === 'timer'))) this.#wakeTimers?.();
+      if (committed && (heldWoken || childEnded || t.commands.some((c) => c.type === 'timer'))) this.#timers.ring();
       // a retry after backoff is claimable at run_at: look for it then, not at the next poll
       if (committed && t.runAfterMs !== null) setTimeout(() => this.wake(), t.runAfterMs).unref();
       if (!committed || !keep) return;
@@ -266,5 +254,40 @@ export class WorkerPool {
     } finally {
       clearInterval(timer);
     }
+  }
+}
+
+/**
+ * Wakes a loop from its sleep. A ring while the loop is busy is kept, not lost: its next sleep
+ * returns at once, since whatever rang may have come too late for the look it was taking.
+ */
+class Alarm {
+  #ring: (() => void) | null = null;
+  #rung = false;
+
+  sleep(ms: number): Promise<void> {
+    if (this.#rung) {
+      this.#rung = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.#wakeUp(), ms);
+      this.#ring = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  ring(): void {
+    if (this.#ring === null) this.#rung = true;
+    else this.#wakeUp();
+  }
+
+  #wakeUp(): void {
+    const ring = this.#ring;
+    this.#ring = null;
+    this.#rung = false;
+    ring?.();
   }
 }

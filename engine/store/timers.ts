@@ -3,7 +3,7 @@ import type { Client, Queryable } from './tx.ts';
 
 export interface FiredTimers {
   fired: number;
-  /** How long until the next timer not yet due falls due; null when none is set. */
+  /** How long until the next timer not yet due falls due (≤ 0: it is due by now); null when none is set. */
   nextDueMs: number | null;
 }
 

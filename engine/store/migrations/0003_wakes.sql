@@ -68,8 +68,9 @@ BEGIN
   IF woke > 0 THEN
     PERFORM pg_notify('flow_work', '');
   END IF;
+  -- not yet due when this statement began; it may be by now (then the figure is negative)
   SELECT extract(epoch FROM min(fire_at) - clock_timestamp()) * 1000 INTO next_due_ms
-  FROM timers WHERE fire_at > clock_timestamp();
+  FROM timers WHERE fire_at > statement_timestamp();
   PERFORM set_config('role', prev_role, true);
 END
 $fn$;
