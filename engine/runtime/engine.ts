@@ -145,9 +145,8 @@ export class Engine {
       throw new BadRequest('the start request', parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
     }
     const req = parsed.data;
-    if (req.callback !== undefined && !hostAllowed(this.#callbackHosts, new URL(req.callback.url))) {
-      throw new CallbackNotAllowed(new URL(req.callback.url).host);
-    }
+    const callback = req.callback === undefined ? null : new URL(req.callback.url);
+    if (callback !== null && !hostAllowed(this.#callbackHosts, callback)) throw new CallbackNotAllowed(callback.host);
     const env = req.env ?? this.env;
     const result = await inEnv(this.db, env, async (c) => {
       const logic = await findLogicVersion(c, req.logicId, req.version);

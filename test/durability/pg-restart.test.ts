@@ -9,7 +9,7 @@ import { uniqueLogic } from '../support/engine.ts';
 import type { DeliveryInfo } from '../support/idempotency-ledger.ts';
 import { LedgerService } from '../support/ledger-service.ts';
 import { PgCluster } from '../support/pg-cluster.ts';
-import { attemptViolations, committedSuccess, stateCounts, succeededKeys, waitFor } from '../support/store-checks.ts';
+import { attemptViolations, committedSuccess, retrying, stateCounts, succeededKeys, waitFor } from '../support/store-checks.ts';
 import { killAll, WorkerProcess } from '../support/worker-process.ts';
 
 /**
@@ -22,19 +22,6 @@ const WORKERS = 3;
 const FIRST_WAVE = 60;
 const TOTAL = 150;
 const STEPS = ['/a', '/b', '/c'];
-
-/** Retries a query of the test itself while the server is away. */
-async function retrying<T>(fn: () => Promise<T>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await sleep(100);
-    }
-  }
-}
 
 describe.skipIf(!process.env['DATABASE_URL'] || !PgCluster.available())('Postgres crash-restart under load', () => {
   let cluster: PgCluster;

@@ -11,7 +11,7 @@ import { closeTestDb, openTestDb } from '../support/db.ts';
 import { uniqueLogic } from '../support/engine.ts';
 import { func, LedgerExecutor, outcomes, TEST_MODULES } from '../support/ledger-executor.ts';
 import { PgCluster } from '../support/pg-cluster.ts';
-import { attemptViolations, committedSuccess, stateCounts, waitFor } from '../support/store-checks.ts';
+import { attemptViolations, committedSuccess, retrying, stateCounts, waitFor } from '../support/store-checks.ts';
 import { killAll, WorkerProcess } from '../support/worker-process.ts';
 
 /**
@@ -180,19 +180,6 @@ describe.skipIf(!DATABASE_URL)('10,000 timers due at once, four pollers', () => 
   }, 120_000);
 });
 
-/** Retries a query of the test itself while the server is away. */
-async function retrying<T>(fn: () => Promise<T>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await sleep(100);
-    }
-  }
-}
-
 describe.skipIf(!DATABASE_URL || !PgCluster.available())('timers due while Postgres crash-restarts', () => {
   const TIMERS = 3000;
   const SPREAD_MS = 4000;
@@ -271,7 +258,7 @@ describe.skipIf(!DATABASE_URL || !PgCluster.available())('timers due while Postg
     await waitFor(
       'every instance to complete',
       async () => {
-        const counts = await retrying(() => stateCounts(db));
+        const counts = await retrying(() => stateCounts(db), 60_000);
         return counts['completed'] === TIMERS ? counts : undefined;
       },
       { timeoutMs: 60_000, intervalMs: 200 },

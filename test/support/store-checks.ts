@@ -7,6 +7,19 @@ import type { Db } from '../../engine/store/db.ts';
  * run of the engine, however its workers were killed, paused or raced by verbs.
  */
 
+/** Retries a query of the test itself while the server is away (a restart); fails after `timeoutMs`. */
+export async function retrying<T>(fn: () => Promise<T>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await sleep(100);
+    }
+  }
+}
+
 /** Polls `probe` until it returns a value other than undefined; fails after `timeoutMs` with `what`. */
 export async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, opts: { timeoutMs?: number; intervalMs?: number } = {}): Promise<T> {
   const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
