@@ -9,13 +9,15 @@ export interface PreviewStep {
   kind: string;
   /** True for steps that call out (proxy, http, func): they would hit the outside world again. */
   callsOut: boolean;
-  /** The new key such a call would carry. */
+  /** The key such a call would carry. */
   idempotencyKey: string | null;
+  /** True when this is the run of a step's compensation rather than the step. */
+  compensation?: boolean;
 }
 
 export interface Preview {
   generation: number;
-  /** Steps that would run again, in order, assuming each call answers as it did last time. */
+  /** Steps (and compensations) that would run, in order, assuming each call answers as it did last time. */
   steps: PreviewStep[];
   /** Compensations those steps would register. */
   compensations: string[];
@@ -24,6 +26,7 @@ export interface Preview {
 }
 
 const MAX_SIMULATED = 500;
+const CALLS_OUT = new Set(['proxy', 'http', 'func']);
 
 /**
  * Dry run of `repair` / `replayFrom`: runs the real core on a copy, answering every call with the
@@ -36,19 +39,33 @@ export async function previewRewind(
   cause: 'verb.repair' | 'verb.replay_from',
   args: RewindArgs,
 ): Promise<Preview> {
+  return simulate(logic, inst, await rewind(logic, inst, cause, args));
+}
+
+/**
+ * Follows a verb's transition through the real core, answering each call — step or compensation
+ * — with the output it produced before (or null), and lists every run that would call out, under
+ * the key it would carry. Used for the dry run of every verb.
+ */
+export async function simulate(logic: LogicVersion, inst: Instance, first: Transition): Promise<Preview> {
   const steps: PreviewStep[] = [];
   const registeredBefore = inst.ctx.compensations.length;
-  let t: Transition = await rewind(logic, inst, cause, args);
+  let t = first;
   for (let n = 0; n < MAX_SIMULATED; n++) {
     for (const a of t.attempts) {
-      if (a.op !== 'insert' || a.kind !== 'step') continue;
+      if (a.op !== 'insert') continue;
+      if (a.kind === 'compensation') {
+        const kind = logic.steps[a.step]?.compensate?.kind ?? 'proxy';
+        if (a.attempt === 1) steps.push({ step: a.step, kind, callsOut: true, idempotencyKey: a.idempotencyKey, compensation: true });
+        continue;
+      }
       const kind = logic.steps[a.step]!.kind;
-      const callsOut = kind === 'proxy' || kind === 'http' || kind === 'func';
+      const callsOut = CALLS_OUT.has(kind);
       if (!callsOut || a.attempt === 1) steps.push({ step: a.step, kind, callsOut, idempotencyKey: callsOut ? a.idempotencyKey : null });
     }
     const running = t.instance.ctx.running;
-    if (running === null || running.kind !== 'step' || !['pending', 'processing'].includes(t.instance.state)) break;
-    const output = inst.ctx.outputs[running.step] ?? null;
+    if (running === null || !['pending', 'processing', 'compensating'].includes(t.instance.state)) break;
+    const output = running.kind === 'step' ? (inst.ctx.outputs[running.step] ?? null) : null;
     t = await onOutcome(logic, t.instance, { status: 'succeeded', output });
   }
   return {

@@ -1,0 +1,13 @@
+/**
+ * The HTTP API v1 (DESIGN.md §10) as zod schemas: the single source that validates requests in
+ * `engine/api`, types `sentin8-flow/client`, and generates `GET /openapi.json`.
+ */
+export * from './callbacks.ts';
+export * from './common.ts';
+export * from './decisions.ts';
+export * from './events.ts';
+export * from './health.ts';
+export * from './logic-versions.ts';
+export * from './problem.ts';
+export * from './verbs.ts';
+export * from './workflows.ts';

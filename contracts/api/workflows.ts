@@ -1,0 +1,80 @@
+import { z } from 'zod';
+import { WORKFLOW_STATES } from '../states.ts';
+import { CompensationEntry, CreateWorkflowRequest, FlowErrorBody, Json, StepAttempt, WorkflowRecord } from '../record.ts';
+import { LogicId } from '../logic-version.ts';
+
+/**
+ * `POST /v1/envs/{env}/workflows`: the CreateWorkflowRequest without `env` (it is in the path) and
+ * without `idempotencyKey` (it is the `Idempotency-Key` header).
+ */
+export const StartWorkflowBody = CreateWorkflowRequest.omit({ env: true, idempotencyKey: true }).meta({ id: 'StartWorkflowRequest' });
+export type StartWorkflowBody = z.infer<typeof StartWorkflowBody>;
+
+export const StartWorkflowHeaders = z.object({
+  'idempotency-key': z.string().min(1).max(200).optional().describe('Starting twice with the same key returns the first instance (200)'),
+});
+
+export const WorkflowRecordSchema = WorkflowRecord.meta({ id: 'WorkflowRecord' });
+
+const queryBool = z.enum(['true', 'false']).transform((v) => v === 'true');
+
+export const ListWorkflowsQuery = z.strictObject({
+  state: z.enum(WORKFLOW_STATES as [string, ...string[]]).optional(),
+  logicId: LogicId.optional(),
+  version: z.coerce.number().int().min(1).optional(),
+  correlationId: z.string().min(1).max(200).optional(),
+  /** Only instances that should be moving and are not (lease expired, deadline overdue, runnable too long). */
+  stuck: queryBool.optional(),
+  limit: z.coerce.number().int().min(1).max(500).default(50),
+  /** `nextCursor` of the previous page; opaque. */
+  cursor: z.string().min(1).max(200).optional(),
+});
+export type ListWorkflowsQuery = z.input<typeof ListWorkflowsQuery>;
+
+export const WorkflowSummary = z
+  .strictObject({
+    id: z.string(),
+    logicId: z.string(),
+    version: z.int(),
+    state: z.string(),
+    currentStep: z.string().nullable(),
+    error: FlowErrorBody.nullable(),
+    correlationId: z.string().nullable(),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  })
+  .meta({ id: 'WorkflowSummary' });
+export type WorkflowSummary = z.infer<typeof WorkflowSummary>;
+
+export const WorkflowPage = z
+  .strictObject({
+    items: z.array(WorkflowSummary),
+    /** Pass as `cursor` for the next page; null on the last one. */
+    nextCursor: z.string().nullable(),
+  })
+  .meta({ id: 'WorkflowPage' });
+export type WorkflowPage = z.infer<typeof WorkflowPage>;
+
+export const AuditEntrySchema = z
+  .strictObject({
+    verb: z.string(),
+    /** The token subject that acted. */
+    actor: z.string(),
+    reason: z.string().nullable(),
+    args: Json,
+    before: Json,
+    after: Json,
+    at: z.string(),
+  })
+  .meta({ id: 'AuditEntry' });
+export type AuditEntrySchema = z.infer<typeof AuditEntrySchema>;
+
+export const WorkflowHistory = z
+  .strictObject({
+    id: z.string(),
+    attempts: z.array(StepAttempt),
+    compensations: z.array(CompensationEntry),
+    audit: z.array(AuditEntrySchema),
+  })
+  .meta({ id: 'WorkflowHistory' });
+export type WorkflowHistory = z.infer<typeof WorkflowHistory>;
