@@ -8,8 +8,11 @@ export interface Db {
   readonly pool: pg.Pool;
   readonly schema: string;
   readonly driver: 'postgres' | 'pglite';
-  /** Subscribes to a NOTIFY channel; returns the unsubscribe function. */
-  listen(channel: string, onNotify: () => void): Promise<() => Promise<void>>;
+  /**
+   * Subscribes to a NOTIFY channel; returns the unsubscribe function. `onNotify` gets the payload,
+   * or '' after a reconnect, when anything may have changed meanwhile.
+   */
+  listen(channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 
@@ -57,7 +60,7 @@ function openPostgres(url: string, schema: string, max: number): Db {
  * (restart, network) it reconnects every second until it is back, then calls `onNotify` once,
  * since whatever was notified meanwhile is lost. The first connect fails loudly, as a pool would.
  */
-async function listenReconnecting(url: string, channel: string, onNotify: () => void): Promise<() => Promise<void>> {
+async function listenReconnecting(url: string, channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>> {
   let current: pg.Client | null = null;
   let closed = false;
   let retry: NodeJS.Timeout | undefined;
@@ -69,7 +72,7 @@ async function listenReconnecting(url: string, channel: string, onNotify: () => 
       current = null;
       reconnectSoon();
     });
-    client.on('notification', onNotify);
+    client.on('notification', (msg) => onNotify(msg.payload ?? ''));
     try {
       await client.connect();
       await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
@@ -85,7 +88,7 @@ async function listenReconnecting(url: string, channel: string, onNotify: () => 
   };
   const reconnectSoon = () => {
     retry = setTimeout(() => {
-      connect().then(onNotify, reconnectSoon);
+      connect().then(() => onNotify(''), reconnectSoon);
     }, 1000).unref();
   };
   await connect();

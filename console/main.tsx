@@ -1,0 +1,109 @@
+import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import type { Session } from './api.ts';
+import { BulkJobPage } from './pages/bulk-job.tsx';
+import { InstancePage } from './pages/instance.tsx';
+import { InstancesPage } from './pages/instances.tsx';
+import { OverviewPage } from './pages/overview.tsx';
+import { VersionPage, VersionsPage } from './pages/versions.tsx';
+import { interceptLinks, useLocation } from './router.ts';
+import { type Claims, decodeClaims } from './scopes.ts';
+
+export interface PageProps {
+  session: Session;
+  claims: Claims | null;
+  url: URL;
+}
+
+interface Config {
+  env: string;
+  devToken?: string;
+}
+
+function route(path: string): [(p: PageProps & { params: string[] }) => preact.JSX.Element, string[]] {
+  const parts = path.replace(/^\/ui\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
+  if (parts[0] === 'instances' && parts[1]) return [InstancePage, [parts[1]]];
+  if (parts[0] === 'instances') return [InstancesPage, []];
+  if (parts[0] === 'versions' && parts[1] && parts[2]) return [VersionPage, [parts[1], parts[2]]];
+  if (parts[0] === 'versions') return [VersionsPage, []];
+  if (parts[0] === 'bulk' && parts[1]) return [BulkJobPage, [parts[1]]];
+  return [OverviewPage, []];
+}
+
+function SignIn({ onToken }: { onToken: (t: string) => void }) {
+  const [text, setText] = useState('');
+  return (
+    <main class="signin">
+      <h1>Sentin8 Flow</h1>
+      <p>Paste a bearer token (mint one with <code>s8flow token</code>). The console calls the API with it; it is kept in this browser only.</p>
+      <textarea value={text} onInput={(e) => setText((e.target as HTMLTextAreaElement).value)} rows={5} aria-label="token" />
+      <button type="button" onClick={() => onToken(text.trim())} disabled={text.trim() === ''}>
+        Sign in
+      </button>
+    </main>
+  );
+}
+
+function App() {
+  const url = useLocation();
+  const [config, setConfig] = useState<Config | null>(null);
+  const [token, setToken] = useState<string | null>(() => localStorage.getItem('flow.token'));
+  useEffect(() => {
+    fetch('/ui/config.json')
+      .then((r) => r.json())
+      .then((c: Config) => {
+        setConfig(c);
+        // development only: the server hands out a token so the console signs in by itself
+        if (c.devToken && !localStorage.getItem('flow.token')) setToken(c.devToken);
+      });
+  }, []);
+  if (config === null) return <p class="loading">Loading…</p>;
+  if (token === null) {
+    return (
+      <SignIn
+        onToken={(t) => {
+          localStorage.setItem('flow.token', t);
+          setToken(t);
+        }}
+      />
+    );
+  }
+  const claims = decodeClaims(token);
+  const env = url.searchParams.get('env') ?? localStorage.getItem('flow.env') ?? config.env;
+  const session: Session = { token, env };
+  const [Page, params] = route(url.pathname);
+  const here = url.pathname.replace(/^\/ui\/?/, '').split('/')[0] || 'overview';
+  return (
+    <>
+      <header class="top">
+        <a class="brand" href="/ui/">
+          Sentin8 Flow
+        </a>
+        <nav>
+          {(['overview', 'instances', 'versions'] as const).map((p) => (
+            <a key={p} href={`/ui/${p === 'overview' ? '' : p}`} class={here === p ? 'here' : ''}>
+              {p[0]!.toUpperCase() + p.slice(1)}
+            </a>
+          ))}
+        </nav>
+        <span class="who" title={claims?.scopes.join(' ')}>
+          {claims?.sub ?? 'unknown token'} · env <b>{env}</b>
+          <button
+            type="button"
+            class="link"
+            onClick={() => {
+              localStorage.removeItem('flow.token');
+              setToken(null);
+            }}
+          >
+            sign out
+          </button>
+        </span>
+      </header>
+      <Page session={session} claims={claims} url={url} params={params} />
+    </>
+  );
+}
+
+interceptLinks();
+render(<App />, document.getElementById('app')!);

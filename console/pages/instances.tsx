@@ -1,0 +1,242 @@
+import { useState } from 'preact/hooks';
+import { get, post } from '../api.ts';
+import type { PageProps } from '../main.tsx';
+import { navigate } from '../router.ts';
+import { missing } from '../scopes.ts';
+import { ago, Guarded, Problem, Short, State, useLoad } from '../parts/ui.tsx';
+
+interface Summary {
+  id: string;
+  logicId: string;
+  version: number;
+  state: string;
+  currentStep: string | null;
+  error: { code: string; message: string } | null;
+  correlationId: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+const FILTERS = ['state', 'logicId', 'version', 'correlationId', 'from', 'to'] as const;
+const STATES = ['', 'pending', 'processing', 'waiting', 'compensating', 'completed', 'failed', 'compensated', 'cancelled', 'dead_lettered'];
+
+/** The filter as the URL holds it (empty fields dropped). */
+function filterOf(url: URL): Record<string, string> {
+  const f: Record<string, string> = {};
+  for (const k of FILTERS) {
+    const v = url.searchParams.get(k);
+    if (v) f[k] = v;
+  }
+  return f;
+}
+
+export function InstancesPage({ session, claims, url }: PageProps) {
+  const filter = filterOf(url);
+  const cursor = url.searchParams.get('cursor');
+  const query = new URLSearchParams({ ...filter, limit: '50', ...(cursor ? { cursor } : {}) });
+  const { data, error } = useLoad(() => get<{ items: Summary[]; nextCursor: string | null }>(session, `/workflows?${query}`), [url.search, session.env]);
+  const [jump, setJump] = useState('');
+
+  const apply = (e: Event) => {
+    e.preventDefault();
+    const form = new FormData(e.target as HTMLFormElement);
+    const next = new URLSearchParams();
+    for (const k of FILTERS) {
+      let v = String(form.get(k) ?? '').trim();
+      if (v && (k === 'from' || k === 'to')) v = new Date(v).toISOString();
+      if (v) next.set(k, v);
+    }
+    navigate(`/ui/instances?${next}`);
+  };
+  const local = (iso: string | undefined) => (iso ? new Date(Date.parse(iso) - new Date().getTimezoneOffset() * 60_000).toISOString().slice(0, 16) : '');
+
+  return (
+    <main class="page instances">
+      <form class="filters" onSubmit={apply}>
+        <label>
+          state
+          <select name="state" value={filter['state'] ?? ''}>
+            {STATES.map((s) => (
+              <option key={s} value={s}>
+                {s || 'any'}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          definition <input name="logicId" value={filter['logicId'] ?? ''} placeholder="payments.capture" />
+        </label>
+        <label>
+          version <input name="version" value={filter['version'] ?? ''} size={3} />
+        </label>
+        <label>
+          correlation id <input name="correlationId" value={filter['correlationId'] ?? ''} />
+        </label>
+        <label>
+          created from <input type="datetime-local" name="from" value={local(filter['from'])} />
+        </label>
+        <label>
+          to <input type="datetime-local" name="to" value={local(filter['to'])} />
+        </label>
+        <button type="submit">Filter</button>
+        <span class="jump">
+          <input placeholder="instance id" value={jump} onInput={(e) => setJump((e.target as HTMLInputElement).value.trim())} aria-label="instance id" />
+          <button type="button" disabled={jump === ''} onClick={() => navigate(`/ui/instances/${jump}`)}>
+            Open
+          </button>
+        </span>
+      </form>
+      <Problem error={error} />
+      {data ? (
+        <>
+          <table class="grid" data-testid="instances">
+            <thead>
+              <tr>
+                <th>id</th>
+                <th>definition</th>
+                <th>state</th>
+                <th>step</th>
+                <th>correlation id</th>
+                <th>error</th>
+                <th>created</th>
+                <th>updated</th>
+              </tr>
+            </thead>
+            <tbody>
+              {data.items.map((w) => (
+                <tr key={w.id}>
+                  <td>
+                    <a href={`/ui/instances/${w.id}`}>
+                      <Short id={w.id} />
+                    </a>
+                  </td>
+                  <td>
+                    {w.logicId}@{w.version}
+                  </td>
+                  <td>
+                    <State state={w.state} />
+                  </td>
+                  <td>{w.currentStep ?? ''}</td>
+                  <td>{w.correlationId ?? ''}</td>
+                  <td class="err">{w.error?.code ?? ''}</td>
+                  <td>{ago(w.createdAt)}</td>
+                  <td>{ago(w.updatedAt)}</td>
+                </tr>
+              ))}
+              {data.items.length === 0 ? (
+                <tr>
+                  <td colSpan={8}>No instance matches.</td>
+                </tr>
+              ) : null}
+            </tbody>
+          </table>
+          <p class="paging">
+            {cursor ? (
+              <button type="button" onClick={() => history.back()}>
+                ← previous
+              </button>
+            ) : null}
+            {data.nextCursor ? (
+              <a href={`/ui/instances?${new URLSearchParams({ ...filter, cursor: data.nextCursor })}`} class="button">
+                next →
+              </a>
+            ) : null}
+          </p>
+        </>
+      ) : null}
+      <Bulk session={session} claims={claims} filter={filter} />
+    </main>
+  );
+}
+
+const BULK = { retry: 'flow:retry', cancel: 'flow:cancel', replay: 'flow:replay' } as const;
+
+interface Preview {
+  count: number;
+  sample: { id: string; logicId: string; version: number; state: string; currentStep: string | null }[];
+}
+
+/** Bulk actions over the current filter: preview the count and a sample, then run a server-side job. */
+function Bulk({ session, claims, filter }: Pick<PageProps, 'session' | 'claims'> & { filter: Record<string, string> }) {
+  const [verb, setVerb] = useState<keyof typeof BULK>('retry');
+  const [reason, setReason] = useState('');
+  const [step, setStep] = useState('');
+  const [compensate, setCompensate] = useState(false);
+  const [preview, setPreview] = useState<Preview | null>(null);
+  const [error, setError] = useState<Error | null>(null);
+  const body = (dryRun: boolean) => ({
+    filter: { ...filter, ...(filter['version'] ? { version: Number(filter['version']) } : {}) },
+    reason: reason || 'preview',
+    dryRun,
+    ...(verb === 'replay' ? { step } : {}),
+    ...(verb === 'cancel' ? { compensate } : {}),
+  });
+  const lack = missing(claims, BULK[verb], filter['logicId']);
+  return (
+    <section class="bulk" data-testid="bulk">
+      <h2>Bulk action on this filter</h2>
+      <div class="row">
+        <select value={verb} onChange={(e) => {
+            setVerb((e.target as HTMLSelectElement).value as keyof typeof BULK);
+            setPreview(null);
+          }} aria-label="bulk verb">
+          <option value="retry">retry</option>
+          <option value="cancel">cancel</option>
+          <option value="replay">replay from a step</option>
+        </select>
+        {verb === 'replay' ? <input placeholder="step" value={step} onInput={(e) => setStep((e.target as HTMLInputElement).value)} /> : null}
+        {verb === 'cancel' ? (
+          <label>
+            <input type="checkbox" checked={compensate} onChange={(e) => setCompensate((e.target as HTMLInputElement).checked)} /> compensate
+          </label>
+        ) : null}
+        <Guarded
+          missing={lack}
+          onClick={() =>
+            post<Preview>(session, `/bulk/${verb}`, body(true)).then(
+              (p) => {
+                setPreview(p);
+                setError(null);
+              },
+              (e) => setError(e),
+            )
+          }
+        >
+          Preview
+        </Guarded>
+      </div>
+      <Problem error={error} />
+      {preview ? (
+        <div class="preview" data-testid="bulk-preview">
+          <p>
+            <b>{preview.count}</b> instance(s) would get <b>{verb}</b>. First {preview.sample.length}:
+          </p>
+          <ul class="plain">
+            {preview.sample.map((s) => (
+              <li key={s.id}>
+                <Short id={s.id} /> {s.logicId}@{s.version} <State state={s.state} /> {s.currentStep ?? ''}
+              </li>
+            ))}
+          </ul>
+          <label class="reason">
+            reason (recorded in every instance's audit)
+            <input value={reason} onInput={(e) => setReason((e.target as HTMLInputElement).value)} aria-label="bulk reason" />
+          </label>
+          <Guarded
+            class="danger"
+            missing={lack}
+            disabled={reason.trim() === '' || preview.count === 0}
+            onClick={() =>
+              post<{ id: string }>(session, `/bulk/${verb}`, { ...body(false), reason }).then(
+                (job) => navigate(`/ui/bulk/${job.id}`),
+                (e) => setError(e),
+              )
+            }
+          >
+            Run {verb} on {preview.count}
+          </Guarded>
+        </div>
+      ) : null}
+    </section>
+  );
+}

@@ -1,0 +1,137 @@
+import { get } from '../api.ts';
+import type { PageProps } from '../main.tsx';
+import { ago, duration, Problem, Short, State, useLoad } from '../parts/ui.tsx';
+
+interface Listed {
+  id: string;
+  logicId: string;
+  version: number;
+  state: string;
+  currentStep: string | null;
+  error: { code: string; message: string } | null;
+  reason: string;
+  updatedAt: string;
+}
+
+interface Overview {
+  counts: { logicId: string; version: number; state: string; count: number }[];
+  decisions: { id: string; logicId: string; version: number; step: string; correlationId: string | null; since: string }[];
+  queueDepth: number;
+  oldestRunnableMs: number;
+  stuck: Listed[];
+  deadLettered: Listed[];
+}
+
+const STATES = ['pending', 'processing', 'waiting', 'compensating', 'completed', 'failed', 'compensated', 'cancelled', 'dead_lettered'];
+
+const list = (state: string, logicId: string, version: number) => `/ui/instances?state=${state}&logicId=${encodeURIComponent(logicId)}&version=${version}`;
+
+export function OverviewPage({ session }: PageProps) {
+  const { data, error } = useLoad(() => get<Overview>(session, '/overview'), [session.env, session.token]);
+  if (error) return <Problem error={error} />;
+  if (data === null) return <p class="loading">Loading…</p>;
+  const rows = new Map<string, Map<string, number>>();
+  for (const c of data.counts) {
+    const key = `${c.logicId}@${c.version}`;
+    rows.set(key, (rows.get(key) ?? new Map()).set(c.state, c.count));
+  }
+  return (
+    <main class="page overview">
+      <section class="cards">
+        <div class="card">
+          <b data-testid="queue-depth">{data.queueDepth}</b> runnable now
+        </div>
+        <div class="card">
+          <b>{data.queueDepth === 0 ? '—' : duration(data.oldestRunnableMs)}</b> oldest runnable waited
+        </div>
+        <div class="card">
+          <b>{data.deadLettered.length}</b> dead-lettered
+        </div>
+        <div class="card">
+          <b>{data.stuck.length}</b> stuck
+        </div>
+        <div class="card">
+          <b>{data.decisions.length}</b> decisions waiting
+        </div>
+      </section>
+
+      <h2>Instances by state</h2>
+      <table class="grid">
+        <thead>
+          <tr>
+            <th>definition</th>
+            {STATES.map((s) => (
+              <th key={s}>
+                <State state={s} />
+              </th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>
+          {[...rows].map(([key, counts]) => {
+            const [logicId, version] = key.split('@') as [string, string];
+            return (
+              <tr key={key}>
+                <td>
+                  <a href={`/ui/versions/${encodeURIComponent(logicId)}/${version}`}>{key}</a>
+                </td>
+                {STATES.map((s) => (
+                  <td key={s} class="num">
+                    {counts.get(s) ? <a href={list(s, logicId, Number(version))}>{counts.get(s)}</a> : ''}
+                  </td>
+                ))}
+              </tr>
+            );
+          })}
+          {rows.size === 0 ? (
+            <tr>
+              <td colSpan={STATES.length + 1}>No instances yet.</td>
+            </tr>
+          ) : null}
+        </tbody>
+      </table>
+
+      <div class="columns">
+        <section>
+          <h2>Stuck</h2>
+          <Listing items={data.stuck} empty="Nothing is stuck." />
+        </section>
+        <section>
+          <h2>Dead letters</h2>
+          <Listing items={data.deadLettered} empty="No dead letters." />
+        </section>
+        <section>
+          <h2>Decisions waiting</h2>
+          <ul class="plain">
+            {data.decisions.map((d) => (
+              <li key={d.id}>
+                <a href={`/ui/instances/${d.id}`}>
+                  <Short id={d.id} />
+                </a>{' '}
+                {d.logicId}@{d.version} · <b>{d.step}</b> · {d.correlationId ?? ''} · {ago(d.since)}
+              </li>
+            ))}
+            {data.decisions.length === 0 ? <li>None.</li> : null}
+          </ul>
+        </section>
+      </div>
+    </main>
+  );
+}
+
+function Listing({ items, empty }: { items: Listed[]; empty: string }) {
+  if (items.length === 0) return <p>{empty}</p>;
+  return (
+    <ul class="plain">
+      {items.map((i) => (
+        <li key={`${i.id}-${i.reason}`}>
+          <a href={`/ui/instances/${i.id}`}>
+            <Short id={i.id} />
+          </a>{' '}
+          {i.logicId}@{i.version} · {i.currentStep ?? '—'} · <span class="reason">{i.reason.replace(/_/g, ' ')}</span>
+          {i.error ? <span class="err"> · {i.error.code}</span> : null} · {ago(i.updatedAt)}
+        </li>
+      ))}
+    </ul>
+  );
+}

@@ -1,0 +1,79 @@
+import type { ComponentChildren } from 'preact';
+import { useCallback, useEffect, useState } from 'preact/hooks';
+import { ApiError } from '../api.ts';
+
+/** Loads once per `deps` change; `reload()` loads again (after a verb, not on a timer). */
+export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): { data: T | null; error: Error | null; reload: () => void } {
+  const [data, setData] = useState<T | null>(null);
+  const [error, setError] = useState<Error | null>(null);
+  const [n, setN] = useState(0);
+  useEffect(() => {
+    let live = true;
+    load().then(
+      (d) => {
+        if (!live) return;
+        setData(d);
+        setError(null);
+      },
+      (e) => {
+        if (live) setError(e);
+      },
+    );
+    return () => {
+      live = false;
+    };
+  }, [...deps, n]);
+  return { data, error, reload: useCallback(() => setN((x) => x + 1), []) };
+}
+
+export function Problem({ error }: { error: Error | null }) {
+  if (error === null) return null;
+  return (
+    <p class="problem" role="alert">
+      {error instanceof ApiError ? <code>{error.code}</code> : null} {error.message}
+    </p>
+  );
+}
+
+export const State = ({ state }: { state: string }) => <span class={`state s-${state}`}>{state.replace('_', ' ')}</span>;
+
+export function ago(iso: string | null | undefined): string {
+  if (!iso) return '';
+  const ms = Date.now() - Date.parse(iso);
+  if (ms < 60_000) return `${Math.max(0, Math.round(ms / 1000))}s ago`;
+  if (ms < 3_600_000) return `${Math.round(ms / 60_000)}m ago`;
+  if (ms < 86_400_000) return `${Math.round(ms / 3_600_000)}h ago`;
+  return `${Math.round(ms / 86_400_000)}d ago`;
+}
+
+export function duration(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  return `${Math.round(ms / 60_000)} min`;
+}
+
+export const JsonView = ({ value }: { value: unknown }) => <pre class="json">{value === undefined ? '—' : JSON.stringify(value, null, 2)}</pre>;
+
+export const Short = ({ id }: { id: string }) => (
+  <code class="id" title={id}>
+    {id.slice(0, 8)}
+  </code>
+);
+
+/** A button the token's scopes may not allow: disabled, with the missing scope named. */
+export function Guarded(props: { missing: string | null; onClick: () => void; children: ComponentChildren; class?: string; disabled?: boolean }) {
+  const blocked = props.missing !== null;
+  return (
+    <button
+      type="button"
+      class={props.class}
+      disabled={blocked || props.disabled}
+      title={props.missing ?? undefined}
+      data-missing={props.missing ?? undefined}
+      onClick={props.onClick}
+    >
+      {props.children}
+      {blocked ? <small class="scope-missing"> ({props.missing})</small> : null}
+    </button>
+  );
+}
