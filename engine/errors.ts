@@ -61,3 +61,10 @@ export class SecretMissing extends FlowError {
     super('FLOW_SECRET_MISSING', `${envVar} is not set: in production the engine does not sign with the development secret`, { status: 500 });
   }
 }
+
+/** The caller's token lacks the scope (or its logicId glob does not match the definition). */
+export class ScopeMissing extends FlowError {
+  constructor(subject: string, scope: string, what: string) {
+    super('FLOW_SCOPE_MISSING', `${subject} needs scope ${scope} (or ${scope}:<glob> matching its logicId) for ${what}`, { status: 403 });
+  }
+}

@@ -54,7 +54,7 @@ await engine.resume(risky, {
   step: 'approval',
   option: 'approve',
   payload: { note: 'known customer' },
-  approver: { subject: 'alice@payments', scopes: ['payments:approve'] },
+  approver: { subject: 'alice@payments', scopes: ['flow:decide', 'payments:approve'] },
 });
 say(formatTimeline(await engine.settled(risky)));
 

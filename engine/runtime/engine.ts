@@ -1,5 +1,6 @@
 import {
   CreateWorkflowRequest,
+  type LogicVersion,
   parseLogicVersion,
   type StepOutcome,
   TERMINAL_STATES,
@@ -15,12 +16,13 @@ import { findLogicVersion, publishLogicVersion } from '../store/logic-versions.t
 import { asScheduler, inEnv } from '../store/tx.ts';
 import { LogicCache } from './logic-cache.ts';
 import { mutateWorkflow } from './mutate.ts';
-import { Operations } from './operations.ts';
+import { authorize, Operations } from './operations.ts';
 import { ResumeTokens } from './resume-tokens.ts';
 import { IngestEventRequest, type IngestResult, ingestEvent } from './ingest-event.ts';
 import { OutboxRelay, type RelayTuning } from './outbox-relay.ts';
 import { startPinned } from './start-instance.ts';
 import { envOfWorkflow } from '../store/audit.ts';
+import type { Instance } from '../core/instance.ts';
 import { onCallback, onResume, type ResumeArgs } from '../core/wake.ts';
 import type { TransitionObserver } from './observer.ts';
 import { type WorkerOptions, WorkerPool } from './worker-pool.ts';
@@ -86,10 +88,18 @@ export class Engine {
     this.workers.attach(this.outbox);
   }
 
-  /** An approver answers the decision the instance is parked on (DESIGN.md §5 `resume`). */
+  /**
+   * An approver answers the decision the instance is parked on (DESIGN.md §5 `resume`). The
+   * approver needs `flow:decide` for the instance's definition and, where the step declares one,
+   * its `approverScope`; its subject is audited and forwarded as X-Flow-Approved-By.
+   */
   async resume(id: string, args: ResumeArgs, opts: { env?: string; reason?: string } = {}): Promise<WorkflowRecord> {
     const env = opts.env ?? this.env;
-    await mutateWorkflow(this.db, this.logics, env, id, (logic, inst) => onResume(logic, inst, args), {
+    const decide = (logic: LogicVersion, inst: Instance) => {
+      authorize(args.approver, 'flow:decide', inst);
+      return onResume(logic, inst, args);
+    };
+    await mutateWorkflow(this.db, this.logics, env, id, decide, {
       verb: 'resume',
       actor: args.approver.subject,
       reason: opts.reason ?? null,
