@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import { dirname, join } from 'node:path';
 import { canonicalJson } from '../contracts/canonical-json.ts';
 import type { BuiltVersion } from './build-file.ts';
-import { mermaidDiagram } from './mermaid.ts';
+import { mermaidDiagram } from '../contracts/mermaid.ts';
 import { COMPILER_VERSION } from './version.ts';
 
 export const MANIFEST_SCHEMA = 'sentin8.flow/manifest/v1';

@@ -9,7 +9,7 @@ export { type Manifest, MANIFEST_SCHEMA } from './emit.ts';
 export { CompileError, CompileErrorCode, type CompileDiagnostic, formatDiagnostic, PublishError, PublishErrorCode } from './errors.ts';
 export { classifyChange, type Classification, type ChangeReason } from './lock/classify.ts';
 export { shapeOf, type LockShape } from './lock/shape.ts';
-export { mermaidDiagram } from './mermaid.ts';
+export { mermaidDiagram } from '../contracts/mermaid.ts';
 export { type PublishOptions, type PublishResult, publish } from './publish.ts';
 export { STEP_ROOTS, SUPPORTED_HELPERS, translateMapping, TRIGGER_ROOTS } from './translate/index.ts';
 export { watch, type WatchOptions } from './watch.ts';

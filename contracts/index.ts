@@ -21,3 +21,4 @@ export * from './logic-version.ts';
 export * from './record.ts';
 export * from './states.ts';
 export * from './validate.ts';
+export * from './mermaid.ts';

@@ -61,3 +61,46 @@ export class SecretMissing extends FlowError {
     super('FLOW_SECRET_MISSING', `${envVar} is not set: in production the engine does not sign with the development secret`, { status: 500 });
   }
 }
+
+/** An uploaded module's bytes do not hash to the key they were uploaded under. */
+export class ModuleHashMismatch extends FlowError {
+  constructor(key: string, actual: string) {
+    super(
+      'FLOW_MODULE_HASH_MISMATCH',
+      `module uploaded as ${key} hashes to ${actual}: upload each module under the hex sha256 of its bytes (modules/<sha256>.wasm)`,
+      { status: 422 },
+    );
+  }
+}
+
+/** A version names a module that was neither uploaded with it nor stored in its env before. */
+export class ModuleMissing extends FlowError {
+  constructor(logic: LogicVersion, name: string, sha256: string) {
+    super(
+      'FLOW_MODULE_MISSING',
+      `${logic.logicId}@${logic.version} module ${name} (${sha256}) is not stored in this environment: upload its bytes with the version`,
+      { status: 422 },
+    );
+  }
+}
+
+/** An environment variable holds a value the engine cannot use; boot stops before anything runs. */
+export class ConfigInvalid extends FlowError {
+  constructor(variable: string, problem: string) {
+    super('FLOW_CONFIG_INVALID', `${variable}: ${problem}`, { details: [variable] });
+  }
+}
+
+/** Production needs real keys to verify API tokens: the HS256 development secret is not enough. */
+export class AuthKeysMissing extends FlowError {
+  constructor(variable: string) {
+    super('FLOW_AUTH_JWKS_MISSING', `${variable} is not set: in production API tokens are verified against a JWKS (a URL or a file path)`);
+  }
+}
+
+/** The caller's token lacks the scope (or its logicId glob does not match the definition). */
+export class ScopeMissing extends FlowError {
+  constructor(subject: string, scope: string, what: string) {
+    super('FLOW_SCOPE_MISSING', `${subject} needs scope ${scope} (or ${scope}:<glob> matching its logicId) for ${what}`, { status: 403 });
+  }
+}

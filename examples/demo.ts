@@ -8,9 +8,8 @@ import { rm } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { formatTimeline } from '../cli/timeline.ts';
 import { compile } from '../compiler/index.ts';
-import { publishOrder } from '../engine/runtime/artifacts.ts';
+import { artifactModules, publishOrder } from '../engine/runtime/artifacts.ts';
 import { Engine } from '../engine/runtime/engine.ts';
-import { funcRuntimeFor } from '../engine/runtime/module-store.ts';
 import { openDb } from '../engine/store/db.ts';
 import { migrate } from '../engine/store/migrate.ts';
 import { startDemoService } from './demo-service.ts';
@@ -27,13 +26,13 @@ say(`compiled ${compiled.versions.length} workflow versions into ${out}`);
 const service = await startDemoService();
 const db = await openDb();
 await migrate(db);
-const funcRuntime = funcRuntimeFor(out);
 const engine = new Engine({
   db,
-  executors: { handlers: new Map([['PAYMENTS', { url: service.url }]]), funcRuntime },
+  executors: { handlers: new Map([['PAYMENTS', { url: service.url }]]) },
   worker: { concurrency: 8, pollMs: 20 },
 });
-for (const doc of publishOrder(compiled.versions.map((v) => v.doc))) await engine.publish(doc);
+// modules go into the database with their versions; the engine loads them from there
+for (const doc of publishOrder(compiled.versions.map((v) => v.doc))) await engine.publishVersion(engine.env, doc, await artifactModules(out, doc));
 await engine.workers.start();
 
 const payments = [
@@ -54,7 +53,7 @@ await engine.resume(risky, {
   step: 'approval',
   option: 'approve',
   payload: { note: 'known customer' },
-  approver: { subject: 'alice@payments', scopes: ['payments:approve'] },
+  approver: { subject: 'alice@payments', scopes: ['flow:decide', 'payments:approve'] },
 });
 say(formatTimeline(await engine.settled(risky)));
 
@@ -64,6 +63,5 @@ const keys = new Set(service.log.map((l) => l.key));
 say(`\nthe owning service saw ${service.log.length} calls under ${keys.size} idempotency keys (a retry reuses its key).`);
 
 await engine.close();
-await funcRuntime.close();
 await db.close();
 await service.close();

@@ -2,10 +2,9 @@ import { readFile, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { TERMINAL_STATES, type WorkflowRecord } from '../../contracts/index.ts';
 import { loadHandlerProfiles } from '../../engine/executors/index.ts';
-import { publishOrder, readArtifactDir, readLogicFile } from '../../engine/runtime/artifacts.ts';
+import { artifactModules, publishOrder, readArtifactDir, readLogicFile } from '../../engine/runtime/artifacts.ts';
 import { parseAllowlist } from '../../engine/executors/allowlist.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
-import { funcRuntimeFor } from '../../engine/runtime/module-store.ts';
 import { openDb } from '../../engine/store/db.ts';
 import { migrate } from '../../engine/store/migrate.ts';
 import { type Args, flag, parseArgs, UsageError } from '../args.ts';
@@ -26,19 +25,17 @@ export async function runCommand(argv: string[]): Promise<number> {
   const { start, all, dir } = await loadTarget(target);
 
   const db = await openDb();
-  const funcRuntime = funcRuntimeFor(dir);
   const engine = new Engine({
     db,
     executors: {
       handlers: loadHandlerProfiles(process.env, handlerOverrides(args)),
       httpAllowlist: [...(args.flags.get('allow-host') ?? []), ...parseAllowlist(process.env['FLOW_HTTP_ALLOWLIST'])],
-      funcRuntime,
     },
     worker: { pollMs: 10 },
   });
   try {
     await migrate(db);
-    for (const doc of publishOrder(all)) await engine.publish(doc);
+    for (const doc of publishOrder(all)) await engine.publishVersion(engine.env, doc, await artifactModules(dir, doc));
     await engine.workers.start();
     const { id } = await engine.start({ logicId: start.logicId, version: start.version, input });
     const record = await engine.settled(id);
@@ -47,7 +44,6 @@ export async function runCommand(argv: string[]): Promise<number> {
     return exitCodeOf(record);
   } finally {
     await engine.close();
-    await funcRuntime.close();
     await db.close();
   }
 }

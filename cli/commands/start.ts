@@ -1,10 +1,9 @@
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { FlowError } from '../../contracts/errors.ts';
-import { publishOrder, readArtifactDir } from '../../engine/runtime/artifacts.ts';
-import { parseAllowlist } from '../../engine/executors/allowlist.ts';
+import { engineOptionsFrom, loadConfig } from '../../engine/config.ts';
+import { artifactModules, publishOrder, readArtifactDir } from '../../engine/runtime/artifacts.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
-import { funcRuntimeFor } from '../../engine/runtime/module-store.ts';
 import { openDb } from '../../engine/store/db.ts';
 import { migrate } from '../../engine/store/migrate.ts';
 import { flag, intFlag, parseArgs } from '../args.ts';
@@ -12,33 +11,36 @@ import { flag, intFlag, parseArgs } from '../args.ts';
 const BIN = fileURLToPath(new URL('../../bin/s8flow.mjs', import.meta.url));
 
 /**
- * Runs engine workers against DATABASE_URL until SIGTERM/SIGINT. `--workers N` starts N worker
+ * Runs engine workers against DATABASE_URL (the environment is read once, by `loadConfig`) until SIGTERM/SIGINT. `--workers N` starts N worker
  * processes (each with a pool of `--concurrency` instances); any number of these, on any number
  * of machines, can share one Postgres: claims use SKIP LOCKED and every write is fenced.
  */
 export async function startCommand(argv: string[]): Promise<number> {
   const args = parseArgs(argv);
-  const url = process.env['DATABASE_URL'];
-  if (url === undefined || url === '') {
+  const config = loadConfig();
+  const url = config.databaseUrl;
+  if (url === undefined) {
     throw new FlowError('CLI_NO_DATABASE', 'set DATABASE_URL=postgres://… for s8flow start (s8flow run uses an embedded store)');
   }
   const workers = intFlag(args, 'workers', 1);
   if (workers > 1) return supervise(workers, argv.filter((a, i) => a !== '--workers' && argv[i - 1] !== '--workers'));
 
   const concurrency = intFlag(args, 'concurrency', 16);
-  const db = await openDb(url, { schema: process.env['FLOW_SCHEMA'] ?? 'flow', poolSize: concurrency + 4 });
-  const env = flag(args, 'env') ?? process.env['FLOW_ENV'] ?? 'default';
+  const db = await openDb(url, { schema: config.schema, poolSize: concurrency + 4 });
+  const env = flag(args, 'env') ?? config.env;
   const artifacts = flag(args, 'artifacts');
-  const funcRuntime = artifacts === undefined ? undefined : funcRuntimeFor(artifacts);
-  const engine = new Engine({
-    db,
-    env,
-    executors: { httpAllowlist: parseAllowlist(process.env['FLOW_HTTP_ALLOWLIST']), ...(funcRuntime ? { funcRuntime } : {}) },
-    worker: { concurrency, leaseMs: intFlag(args, 'lease-ms', 30_000), pollMs: intFlag(args, 'poll-ms', 250) },
-    observer: { onError: (id, err) => process.stderr.write(`error${id ? ` in ${id}` : ''}: ${(err as Error).message}\n`) },
-  });
+  const engine = new Engine(
+    engineOptionsFrom(config, db, {
+      env,
+      worker: { concurrency, leaseMs: intFlag(args, 'lease-ms', 30_000), pollMs: intFlag(args, 'poll-ms', 250) },
+      observer: { onError: (id, err) => process.stderr.write(`error${id ? ` in ${id}` : ''}: ${(err as Error).message}\n`) },
+    }),
+  );
   await migrate(db);
-  if (artifacts !== undefined) for (const doc of publishOrder(await readArtifactDir(artifacts))) await engine.publish(doc, env);
+  // an artifact directory is published into the database, modules included: every node runs it
+  if (artifacts !== undefined) {
+    for (const doc of publishOrder(await readArtifactDir(artifacts))) await engine.publishVersion(env, doc, await artifactModules(artifacts, doc));
+  }
   await engine.workers.start();
   process.stdout.write(`s8flow: worker ${process.pid} ready (concurrency ${concurrency})\n`);
 
@@ -47,7 +49,6 @@ export async function startCommand(argv: string[]): Promise<number> {
     process.once('SIGINT', resolve);
   });
   await engine.close();
-  await funcRuntime?.close();
   await db.close();
   return 0;
 }

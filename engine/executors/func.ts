@@ -3,7 +3,7 @@ import type { FuncRuntime } from '../../host-functions/index.ts';
 import { RETRYABLE_FUNC_CODES } from '../../host-functions/index.ts';
 import { type FuncRecord, funcKey, type JsonValue } from '../core/instance.ts';
 import { keys, unitHash } from '../core/retry.ts';
-import { type HandlerProfiles, resolveHandler } from './handlers.ts';
+import { authorizationFor, type HandlerProfiles, resolveHandler } from './handlers.ts';
 import { callHttp } from './http-call.ts';
 import type { Attempt, Executor } from './index.ts';
 
@@ -77,7 +77,7 @@ export function httpHostTransport(handlers: HandlerProfiles): HostTransport {
     return callHttp({
       method: target.method ?? 'POST',
       url: profile.url.replace(/\/$/, '') + target.path,
-      headers: { ...attempt.headers, 'idempotency-key': idempotencyKey, ...(profile.token ? { authorization: `Bearer ${profile.token}` } : {}) },
+      headers: { ...attempt.headers, 'idempotency-key': idempotencyKey, ...authorizationFor(profile, attempt.instance.env) },
       body: request,
       timeoutMs: attempt.timeoutMs,
     });

@@ -3,7 +3,13 @@ import { UnknownHandler } from './errors.ts';
 /** Where a proxy-back call goes: the owning service's internal API. */
 export interface HandlerProfile {
   url: string;
+  /** Sent as `Authorization: Bearer` when no per-env token applies. */
   token?: string;
+  /**
+   * Tokens for calls made on behalf of one env's instances, keyed by `envVarName(env)` — so each
+   * tenant's calls carry that tenant's credential (`FLOW_HANDLER_<NAME>_TOKEN__<ENV>`).
+   */
+  envTokens?: ReadonlyMap<string, string>;
 }
 
 export type HandlerProfiles = ReadonlyMap<string, HandlerProfile>;
@@ -13,21 +19,34 @@ export function handlerEnvName(name: string): string {
   return name.toUpperCase().replace(/[-.]/g, '_');
 }
 
+/** An env id as it appears in a variable name: upper-cased, `-` and `.` → `_` (as handler names). */
+export const envVarName = handlerEnvName;
+
 /**
- * Reads `FLOW_HANDLER_<NAME>_URL` / `FLOW_HANDLER_<NAME>_TOKEN` once, at boot (DESIGN.md §8).
- * Profiles are keyed by the normalised name so a step may spell its handler either way.
+ * Reads `FLOW_HANDLER_<NAME>_URL`, `FLOW_HANDLER_<NAME>_TOKEN` and the per-env
+ * `FLOW_HANDLER_<NAME>_TOKEN__<ENV>` once, at boot (DESIGN.md §8). Profiles are keyed by the
+ * normalised name so a step may spell its handler either way. `overrides` (name → URL) replace
+ * the URL and keep the tokens.
  */
 export function loadHandlerProfiles(env: NodeJS.ProcessEnv = process.env, overrides: Record<string, string> = {}): HandlerProfiles {
-  const profiles = new Map<string, HandlerProfile>();
+  const urls = new Map<string, string>();
+  const tokens = new Map<string, string>();
+  const envTokens = new Map<string, Map<string, string>>();
   for (const [key, value] of Object.entries(env)) {
-    const m = /^FLOW_HANDLER_(.+)_URL$/.exec(key);
-    if (m === null || value === undefined || value === '') continue;
-    const token = env[`FLOW_HANDLER_${m[1]}_TOKEN`];
-    profiles.set(m[1]!, token ? { url: value, token } : { url: value });
+    if (value === undefined || value === '') continue;
+    const perEnv = /^FLOW_HANDLER_(.+)_TOKEN__(.+)$/.exec(key);
+    const url = /^FLOW_HANDLER_(.+)_URL$/.exec(key);
+    const token = /^FLOW_HANDLER_(.+)_TOKEN$/.exec(key);
+    if (perEnv !== null) envTokens.set(perEnv[1]!, new Map([...(envTokens.get(perEnv[1]!) ?? []), [perEnv[2]!, value]]));
+    else if (url !== null) urls.set(url[1]!, value);
+    else if (token !== null) tokens.set(token[1]!, value);
   }
-  for (const [name, url] of Object.entries(overrides)) {
-    const prev = profiles.get(handlerEnvName(name));
-    profiles.set(handlerEnvName(name), prev?.token ? { url, token: prev.token } : { url });
+  for (const [name, url] of Object.entries(overrides)) urls.set(handlerEnvName(name), url);
+  const profiles = new Map<string, HandlerProfile>();
+  for (const [name, url] of urls) {
+    const token = tokens.get(name);
+    const perEnv = envTokens.get(name);
+    profiles.set(name, { url, ...(token ? { token } : {}), ...(perEnv ? { envTokens: perEnv } : {}) });
   }
   return profiles;
 }
@@ -36,4 +55,10 @@ export function resolveHandler(profiles: HandlerProfiles, name: string): Handler
   const p = profiles.get(handlerEnvName(name));
   if (p === undefined) throw new UnknownHandler(name, `FLOW_HANDLER_${handlerEnvName(name)}_URL`);
   return p;
+}
+
+/** The `Authorization` header for a call on behalf of an instance of `env`: its env's token, else the profile's. */
+export function authorizationFor(profile: HandlerProfile, env: string): Record<string, string> {
+  const token = profile.envTokens?.get(envVarName(env)) ?? profile.token;
+  return token ? { authorization: `Bearer ${token}` } : {};
 }

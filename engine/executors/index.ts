@@ -2,7 +2,7 @@ import type { Action, LogicVersion, StepDef, StepOutcome } from '../../contracts
 import type { FuncRuntime } from '../../host-functions/index.ts';
 import { funcExecutor, httpHostTransport } from './func.ts';
 import type { FuncRecord, Instance, JsonValue, Running } from '../core/instance.ts';
-import { type HandlerProfiles, loadHandlerProfiles } from './handlers.ts';
+import type { HandlerProfiles } from './handlers.ts';
 import { httpExecutor } from './http.ts';
 import { proxyExecutor } from './proxy.ts';
 
@@ -26,7 +26,7 @@ export type Executor<K extends EffectKind> = (def: EffectDef<K>, attempt: Attemp
 export type Executors = { [K in EffectKind]: Executor<K> };
 
 export interface ExecutorOptions {
-  /** Handler profiles for proxy-back steps. (Default: read from `FLOW_HANDLER_*` at boot) */
+  /** Handler profiles for proxy-back steps (`loadHandlerProfiles` reads them from the environment). (Default: none) */
   handlers?: HandlerProfiles;
   /** Hosts (`host` or `host:port`) that `http` steps may call; `*` allows any. (Default: none) */
   httpAllowlist?: readonly string[];
@@ -37,7 +37,7 @@ export interface ExecutorOptions {
 }
 
 export function createExecutors(opts: ExecutorOptions = {}): Executors {
-  const handlers = opts.handlers ?? loadHandlerProfiles();
+  const handlers = opts.handlers ?? new Map();
   return {
     proxy: proxyExecutor(handlers),
     http: httpExecutor(opts.httpAllowlist ?? []),

@@ -1,5 +1,5 @@
 import { DEFAULTS } from '../../contracts/index.ts';
-import { type HandlerProfiles, resolveHandler } from './handlers.ts';
+import { authorizationFor, type HandlerProfiles, resolveHandler } from './handlers.ts';
 import { callHttp } from './http-call.ts';
 import type { Executor } from './index.ts';
 
@@ -7,11 +7,10 @@ import type { Executor } from './index.ts';
 export function proxyExecutor(handlers: HandlerProfiles): Executor<'proxy'> {
   return async (def, a) => {
     const profile = resolveHandler(handlers, def.handler ?? a.instance.domain);
-    const headers = profile.token ? { ...a.headers, authorization: `Bearer ${profile.token}` } : a.headers;
     return callHttp({
       method: def.method ?? DEFAULTS.method,
       url: profile.url.replace(/\/$/, '') + def.path,
-      headers,
+      headers: { ...a.headers, ...authorizationFor(profile, a.instance.env) },
       body: a.input,
       timeoutMs: a.timeoutMs,
     });

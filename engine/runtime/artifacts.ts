@@ -2,6 +2,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { FlowError, type LogicVersion, parseLogicVersion } from '../../contracts/index.ts';
 import { ArtifactInvalid } from '../errors.ts';
+import { readArtifactModule } from './module-store.ts';
 
 /**
  * Reads every `<logicId>@<version>.json` of an artifact directory (DESIGN.md §3) and validates it,
@@ -49,4 +50,11 @@ export function publishOrder(docs: readonly LogicVersion[]): LogicVersion[] {
   };
   for (const doc of docs) visit(doc, new Set());
   return ordered;
+}
+
+/** The binaries a version's modules name, read from the artifact directory's `modules/`. */
+export async function artifactModules(dir: string, doc: LogicVersion): Promise<Record<string, Uint8Array>> {
+  const modules: Record<string, Uint8Array> = {};
+  for (const m of Object.values(doc.modules ?? {})) modules[m.sha256] = await readArtifactModule(dir, m.sha256);
+  return modules;
 }

@@ -1,26 +1,30 @@
 import {
   CreateWorkflowRequest,
-  parseLogicVersion,
+  type LogicVersion,
   type StepOutcome,
   TERMINAL_STATES,
   type WorkflowRecord,
 } from '../../contracts/index.ts';
-import { BadRequest, CallbackNotAllowed, ChildLogicMissing, SecretMissing } from '../errors.ts';
-import { parseAllowlist, hostAllowed } from '../executors/allowlist.ts';
+import { BadRequest, CallbackNotAllowed, SecretMissing } from '../errors.ts';
+import { hostAllowed } from '../executors/allowlist.ts';
 import { createExecutors, type ExecutorOptions } from '../executors/index.ts';
 import type { Db } from '../store/db.ts';
-import { NotFound } from '../store/errors.ts';
+import { NotFound, VersionRetired } from '../store/errors.ts';
+import { findStartableVersion } from '../store/find-startable-version.ts';
 import { loadRecord } from '../store/load-workflow.ts';
-import { findLogicVersion, publishLogicVersion } from '../store/logic-versions.ts';
 import { asScheduler, inEnv } from '../store/tx.ts';
+import type { FuncRuntime } from '../../host-functions/index.ts';
+import { dbFuncRuntime } from './module-store.ts';
+import { type PublishResult, type VersionDetail, type VersionSummary, Versions } from './versions.ts';
 import { LogicCache } from './logic-cache.ts';
 import { mutateWorkflow } from './mutate.ts';
-import { Operations } from './operations.ts';
+import { authorize, Operations } from './operations.ts';
 import { ResumeTokens } from './resume-tokens.ts';
 import { IngestEventRequest, type IngestResult, ingestEvent } from './ingest-event.ts';
 import { OutboxRelay, type RelayTuning } from './outbox-relay.ts';
 import { startPinned } from './start-instance.ts';
 import { envOfWorkflow } from '../store/audit.ts';
+import type { Instance } from '../core/instance.ts';
 import { onCallback, onResume, type ResumeArgs } from '../core/wake.ts';
 import type { TransitionObserver } from './observer.ts';
 import { type WorkerOptions, WorkerPool } from './worker-pool.ts';
@@ -29,24 +33,32 @@ export interface EngineOptions {
   db: Db;
   /** The environment used when a request names none. (Default: `default`) */
   env?: string;
+  /**
+   * Executors' settings. `funcRuntime` defaults to one that loads modules from the database
+   * (`dbFuncRuntime`), closed with the engine.
+   */
   executors?: ExecutorOptions;
   worker?: WorkerOptions;
   observer?: TransitionObserver;
   /**
-   * Signs resume tokens; every engine process of a deployment needs the same. (Default:
-   * FLOW_TOKEN_SECRET; outside production a fixed development secret, in production none: the
-   * engine refuses to start with FLOW_SECRET_MISSING)
+   * Refuse the development secrets: without `tokenSecret` and `outboxSecret` the constructor
+   * throws FLOW_SECRET_MISSING. (Default: false; `engineOptionsFrom(config)` sets it from NODE_ENV)
+   */
+  production?: boolean;
+  /**
+   * Signs resume tokens; every engine process of a deployment needs the same. (Default: outside
+   * production a fixed development secret; in production none: FLOW_SECRET_MISSING)
    */
   tokenSecret?: string;
   /**
    * Hosts a start request's `callback.url` may name (`host`, `host:port`, `*`); any other is
-   * refused, so a caller cannot point the engine at internal services. (Default:
-   * FLOW_CALLBACK_ALLOWLIST, comma-separated; none: callbacks are refused)
+   * refused, so a caller cannot point the engine at internal services. (Default: none: callbacks
+   * are refused)
    */
   callbackAllowlist?: readonly string[];
-  /** Where the outbox relay POSTs `emit` events. (Default: FLOW_EVENT_SINK_URL; none: they wait) */
+  /** Where the outbox relay POSTs `emit` events. (Default: none: they wait) */
   eventSink?: { url: string };
-  /** Signs outbox deliveries (X-Flow-Signature); receivers verify with it. (Default: FLOW_OUTBOX_SECRET, as tokenSecret) */
+  /** Signs outbox deliveries (X-Flow-Signature); receivers verify with it. (Default: as tokenSecret) */
   outboxSecret?: string;
   relay?: RelayTuning;
 }
@@ -64,32 +76,48 @@ export class Engine {
   readonly outbox: OutboxRelay;
   readonly #callbackHosts: ReadonlySet<string>;
 
+  readonly #versions: Versions;
+  /** The module runtime this engine made (none when one was passed in): closed with it. */
+  readonly #ownFuncs: FuncRuntime | null;
+
   constructor(opts: EngineOptions) {
     this.db = opts.db;
     this.env = opts.env ?? 'default';
+    const production = opts.production ?? false;
     this.logics = new LogicCache(opts.db);
-    this.tokens = new ResumeTokens(secret(opts.tokenSecret ?? process.env['FLOW_TOKEN_SECRET'], 'FLOW_TOKEN_SECRET'));
-    this.#callbackHosts = new Set(opts.callbackAllowlist ?? parseAllowlist(process.env['FLOW_CALLBACK_ALLOWLIST']));
-    const executors = createExecutors(opts.executors);
+    this.#versions = new Versions(opts.db, this.logics);
+    this.tokens = new ResumeTokens(secret(opts.tokenSecret, 'FLOW_TOKEN_SECRET', production));
+    this.#callbackHosts = new Set(opts.callbackAllowlist ?? []);
+    const outboxSecret = secret(opts.outboxSecret, 'FLOW_OUTBOX_SECRET', production);
+    const given = opts.executors ?? {};
+    this.#ownFuncs = given.funcRuntime === undefined && given.func === undefined ? dbFuncRuntime(opts.db) : null;
+    const executors = createExecutors(this.#ownFuncs === null ? given : { ...given, funcRuntime: this.#ownFuncs });
     this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, opts.observer ?? {}, opts.worker);
     this.ops = new Operations(opts.db, this.logics, this.env, (id, env) => {
       this.workers.wake();
       return this.get(id, env);
     });
-    const sinkUrl = opts.eventSink?.url ?? process.env['FLOW_EVENT_SINK_URL'];
     this.outbox = new OutboxRelay(opts.db, {
       ...opts.relay,
-      secret: secret(opts.outboxSecret ?? process.env['FLOW_OUTBOX_SECRET'], 'FLOW_OUTBOX_SECRET'),
-      eventSink: sinkUrl ? { url: sinkUrl } : null,
+      secret: outboxSecret,
+      eventSink: opts.eventSink ?? null,
       onError: (err) => opts.observer?.onError?.(null, err),
     });
     this.workers.attach(this.outbox);
   }
 
-  /** An approver answers the decision the instance is parked on (DESIGN.md §5 `resume`). */
+  /**
+   * An approver answers the decision the instance is parked on (DESIGN.md §5 `resume`). The
+   * approver needs `flow:decide` for the instance's definition and, where the step declares one,
+   * its `approverScope`; its subject is audited and forwarded as X-Flow-Approved-By.
+   */
   async resume(id: string, args: ResumeArgs, opts: { env?: string; reason?: string } = {}): Promise<WorkflowRecord> {
     const env = opts.env ?? this.env;
-    await mutateWorkflow(this.db, this.logics, env, id, (logic, inst) => onResume(logic, inst, args), {
+    const decide = (logic: LogicVersion, inst: Instance) => {
+      authorize(args.approver, 'flow:decide', inst);
+      return onResume(logic, inst, args);
+    };
+    await mutateWorkflow(this.db, this.logics, env, id, decide, {
       verb: 'resume',
       actor: args.approver.subject,
       reason: opts.reason ?? null,
@@ -117,25 +145,42 @@ export class Engine {
   }
 
   /**
-   * Validates and publishes a LogicVersion; true when it was new. The workflows its `children`
-   * steps start must be published first, so a spawn can never name a missing definition.
+   * Validates and publishes a LogicVersion with the WASM modules it needs (keyed by the hex sha256
+   * of their bytes), so every engine node on this database runs it at once. Idempotent by hash:
+   * `unchanged` when the same version was published before; another hash under the same
+   * (logicId, version) is FLOW_VERSION_CONFLICT. Refuses modules that do not hash to their key
+   * (FLOW_MODULE_HASH_MISMATCH) and a version naming a module neither uploaded now nor stored in
+   * the env (FLOW_MODULE_MISSING).
    */
+  publishVersion(env: string, doc: unknown, modules?: Record<string, Uint8Array>): Promise<PublishResult> {
+    return this.#versions.publish(env, doc, modules);
+  }
+
+  /** Publishes a version whose modules (if any) are already stored; true when it was new. */
   async publish(doc: unknown, env = this.env): Promise<boolean> {
-    const logic = parseLogicVersion(doc);
-    const published = await inEnv(this.db, env, async (c) => {
-      for (const [name, step] of Object.entries(logic.steps)) {
-        if (step.kind === 'children' && (await findLogicVersion(c, step.logicId, step.version)) === null) {
-          throw new ChildLogicMissing(logic, name, step.logicId, step.version);
-        }
-      }
-      return publishLogicVersion(c, env, logic);
-    });
-    this.logics.remember(logic);
-    return published;
+    return (await this.publishVersion(env, doc)).status === 'new';
+  }
+
+  /** Every version published in the env, with whether it is active and how many instances run on it. */
+  listVersions(env: string): Promise<VersionSummary[]> {
+    return this.#versions.list(env);
+  }
+
+  /** One version: its document, active flag, in-flight count, publication time and Mermaid diagram. */
+  getVersion(env: string, logicId: string, version: number): Promise<VersionDetail> {
+    return this.#versions.get(env, logicId, version);
   }
 
   /**
-   * Starts an instance pinned to the requested version (or the active one), with its first step
+   * Retires (`false`: drains) or reactivates a version. A retired version starts nothing new
+   * (FLOW_VERSION_RETIRED), by request or by event trigger; its running instances finish.
+   */
+  setVersionActive(env: string, logicId: string, version: number, active: boolean): Promise<VersionSummary> {
+    return this.#versions.setActive(env, logicId, version, active);
+  }
+
+  /**
+   * Starts an instance pinned to the requested version (or the highest active one), with its first step
    * already prepared. The same idempotency key returns the first instance instead. An optional
    * `callback: { url }` receives a notification on every transition into a terminal state.
    */
@@ -149,8 +194,10 @@ export class Engine {
     if (callback !== null && !hostAllowed(this.#callbackHosts, callback)) throw new CallbackNotAllowed(callback.host);
     const env = req.env ?? this.env;
     const result = await inEnv(this.db, env, async (c) => {
-      const logic = await findLogicVersion(c, req.logicId, req.version);
-      if (logic === null) throw new NotFound(`LogicVersion ${req.logicId}${req.version ? `@${req.version}` : ''}`);
+      const found = await findStartableVersion(c, req.logicId, req.version);
+      if (found === null) throw new NotFound(`LogicVersion ${req.logicId}${req.version ? `@${req.version}` : ''}`);
+      if (!found.active) throw new VersionRetired(req.logicId, req.version);
+      const logic = found.doc;
       return startPinned(c, this.logics, logic, {
         env,
         input: req.input,
@@ -202,12 +249,13 @@ export class Engine {
 
   async close(): Promise<void> {
     await this.workers.stop();
+    await this.#ownFuncs?.close();
   }
 }
 
 /** A signing secret as configured, or a fixed development value anywhere but production. */
-function secret(value: string | undefined, envVar: string): string {
+function secret(value: string | undefined, envVar: string, production: boolean): string {
   if (value !== undefined && value !== '') return value;
-  if (process.env['NODE_ENV'] === 'production') throw new SecretMissing(envVar);
+  if (production) throw new SecretMissing(envVar);
   return 'sentin8-flow-development-secret';
 }

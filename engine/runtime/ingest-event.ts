@@ -5,7 +5,7 @@ import type { JsonValue } from '../core/instance.ts';
 import { schemaProblems } from '../core/schemas.ts';
 import { EventKeyReused, TriggerInputInvalid } from '../errors.ts';
 import { recordEvent, setEventStarted, triggeredLogicIds } from '../store/events.ts';
-import { findLogicVersion } from '../store/logic-versions.ts';
+import { findStartableVersion } from '../store/find-startable-version.ts';
 import type { Client } from '../store/tx.ts';
 import type { LogicCache } from './logic-cache.ts';
 import { startPinned } from './start-instance.ts';
@@ -31,7 +31,7 @@ export const triggerKey = (eventKey: string, logicId: string) => `event:${eventK
 
 /**
  * Records the event and starts one instance per trigger on its type, each of the version active
- * now (and pinned to it), with input = the trigger's expression over `{ event }` — all in the
+ * now (the highest active one, pinned to it), with input = the trigger's expression over `{ event }` — all in the
  * caller's env-scoped transaction, so either the event and every start commit, or none does.
  * A registered trigger whose active version no longer declares it starts nothing.
  */
@@ -44,9 +44,11 @@ export async function ingestEvent(c: Client, logics: LogicCache, env: string, e:
   }
   const ids: string[] = [];
   for (const logicId of await triggeredLogicIds(c, e.type)) {
-    const logic = await findLogicVersion(c, logicId);
+    // a retired (drained) version starts nothing, not even from an event
+    const found = await findStartableVersion(c, logicId);
+    const logic = found?.active ? found.doc : undefined;
     const trigger = logic?.triggers?.find((t) => t.event === e.type);
-    if (logic === null || trigger === undefined) continue;
+    if (logic === undefined || trigger === undefined) continue;
     const label = `${logic.logicId}@${logic.version}`;
     let input: JsonValue;
     try {

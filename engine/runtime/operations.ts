@@ -1,9 +1,10 @@
-import { FlowError, type WorkflowRecord } from '../../contracts/index.ts';
+import { type FlowScope, grants } from '../../contracts/scopes.ts';
+import type { LogicVersion, WorkflowRecord } from '../../contracts/index.ts';
 import type { Instance } from '../core/instance.ts';
-import { type Preview, previewRewind } from '../core/preview.ts';
+import { type Preview, previewRewind, simulate } from '../core/preview.ts';
 import type { Transition } from '../core/transition.ts';
 import { type CancelArgs, cancel, type ForceCompleteArgs, forceComplete, type RewindArgs, retry, rewind } from '../core/verbs.ts';
-import type { LogicVersion } from '../../contracts/index.ts';
+import { ScopeMissing } from '../errors.ts';
 import { type AuditRow, listAudit } from '../store/audit.ts';
 import type { Db } from '../store/db.ts';
 import { NotFound } from '../store/errors.ts';
@@ -13,14 +14,11 @@ import { inEnv } from '../store/tx.ts';
 import type { LogicCache } from './logic-cache.ts';
 import { mutateWorkflow } from './mutate.ts';
 
-/** Who is acting, as the caller's authentication established it. */
+/** Who is acting, as the caller's authentication established it (the token's `sub` and `scope`). */
 export interface Actor {
   subject: string;
   scopes: readonly string[];
 }
-
-/** The scope every operator verb requires. */
-export const OPERATOR_SCOPE = 'flow:operate';
 
 export interface VerbOptions {
   actor: Actor;
@@ -28,9 +26,28 @@ export interface VerbOptions {
   env?: string;
 }
 
+/** The scope each audited verb needs (DESIGN.md §10), narrowable to definitions by a logicId glob. */
+const VERB_SCOPES = {
+  retry: 'flow:retry',
+  repair: 'flow:repair',
+  replay_from: 'flow:replay',
+  cancel: 'flow:cancel',
+  force_complete: 'flow:force-complete',
+} as const satisfies Record<string, FlowScope>;
+type Verb = keyof typeof VERB_SCOPES;
+
+/**
+ * Refuses unless `actor` holds `scope` for the instance's definition. Called after the instance
+ * was read in the caller's env, so an id from another env is a 404 before any scope question.
+ */
+export function authorize(actor: Actor, scope: FlowScope, inst: Pick<Instance, 'logicId' | 'id'>): void {
+  if (!grants(actor.scopes, scope, inst.logicId)) throw new ScopeMissing(actor.subject, scope, `workflow ${inst.id} (${inst.logicId})`);
+}
+
 /**
  * The audited, scope-gated operator verbs and listings (DESIGN.md §5). Each verb runs in one
- * transaction with its audit row; a refusal changes nothing and writes no audit row.
+ * transaction with its audit row; a refusal changes nothing and writes no audit row. Every verb
+ * has a dry run that changes nothing and answers what would run, under which keys.
  */
 export class Operations {
   constructor(
@@ -45,8 +62,7 @@ export class Operations {
   }
 
   repair(id: string, args: { rewindTo: string; input?: unknown }, o: VerbOptions) {
-    const a: RewindArgs = { step: args.rewindTo, ...(args.input === undefined ? {} : { input: args.input as never }) };
-    return this.#verb(id, 'repair', args, o, (logic, inst) => rewind(logic, inst, 'verb.repair', a));
+    return this.#verb(id, 'repair', args, o, (logic, inst) => rewind(logic, inst, 'verb.repair', rewindArgs(args)));
   }
 
   replayFrom(id: string, args: { step: string }, o: VerbOptions) {
@@ -63,12 +79,26 @@ export class Operations {
 
   /** Dry run of repair: what would run again, which steps call out, which compensations register. */
   previewRepair(id: string, args: { rewindTo: string; input?: unknown }, o: VerbOptions): Promise<Preview> {
-    const a: RewindArgs = { step: args.rewindTo, ...(args.input === undefined ? {} : { input: args.input as never }) };
-    return this.#preview(id, o, (logic, inst) => previewRewind(logic, inst, 'verb.repair', a));
+    return this.#preview(id, 'repair', o, (logic, inst) => previewRewind(logic, inst, 'verb.repair', rewindArgs(args)));
   }
 
   previewReplayFrom(id: string, args: { step: string }, o: VerbOptions): Promise<Preview> {
-    return this.#preview(id, o, (logic, inst) => previewRewind(logic, inst, 'verb.replay_from', { step: args.step }));
+    return this.#preview(id, 'replay_from', o, (logic, inst) => previewRewind(logic, inst, 'verb.replay_from', { step: args.step }));
+  }
+
+  /** Dry run of retry: the step (or compensation) that would run again, under the same generation's keys. */
+  previewRetry(id: string, o: VerbOptions): Promise<Preview> {
+    return this.#preview(id, 'retry', o, async (logic, inst) => simulate(logic, inst, await retry(logic, inst)));
+  }
+
+  /** Dry run of cancel: with `compensate`, the compensations that would run, last registered first. */
+  previewCancel(id: string, args: CancelArgs, o: VerbOptions): Promise<Preview> {
+    return this.#preview(id, 'cancel', o, async (logic, inst) => simulate(logic, inst, await cancel(logic, inst, args)));
+  }
+
+  /** Dry run of force-complete: the steps that would run after the forced output. */
+  previewForceComplete(id: string, args: ForceCompleteArgs, o: VerbOptions): Promise<Preview> {
+    return this.#preview(id, 'force_complete', o, async (logic, inst) => simulate(logic, inst, await forceComplete(logic, inst, args)));
   }
 
   listDeadLettered(o: { env?: string; limit?: number } = {}): Promise<ListedInstance[]> {
@@ -86,29 +116,37 @@ export class Operations {
 
   async #verb(
     id: string,
-    verb: string,
+    verb: Verb,
     args: unknown,
     o: VerbOptions,
     decide: (logic: LogicVersion, inst: Instance) => Promise<Transition>,
   ): Promise<WorkflowRecord> {
-    authorize(o.actor, verb);
     const env = o.env ?? this.defaultEnv;
-    await mutateWorkflow(this.db, this.logics, env, id, decide, { verb, actor: o.actor.subject, reason: o.reason ?? null, args });
+    const audit = { verb, actor: o.actor.subject, reason: o.reason ?? null, args };
+    await mutateWorkflow(
+      this.db,
+      this.logics,
+      env,
+      id,
+      (logic, inst) => {
+        authorize(o.actor, VERB_SCOPES[verb], inst);
+        return decide(logic, inst);
+      },
+      audit,
+    );
     return this.afterChange(id, env);
   }
 
-  async #preview(id: string, o: VerbOptions, run: (logic: LogicVersion, inst: Instance) => Promise<Preview>): Promise<Preview> {
-    authorize(o.actor, 'preview');
+  async #preview(id: string, verb: Verb, o: VerbOptions, run: (logic: LogicVersion, inst: Instance) => Promise<Preview>): Promise<Preview> {
     return inEnv(this.db, o.env ?? this.defaultEnv, async (c) => {
       const stored = await loadWorkflow(c, id);
       if (stored === null) throw new NotFound(`workflow ${id}`);
+      authorize(o.actor, VERB_SCOPES[verb], stored.instance);
       return run(await this.logics.get(stored.instance.env, stored.instance.logicHash, c), stored.instance);
     });
   }
 }
 
-function authorize(actor: Actor, verb: string): void {
-  if (!actor.scopes.includes(OPERATOR_SCOPE)) {
-    throw new FlowError('FLOW_FORBIDDEN', `${actor.subject} needs scope ${OPERATOR_SCOPE} to ${verb}`, { status: 403 });
-  }
+function rewindArgs(args: { rewindTo: string; input?: unknown }): RewindArgs {
+  return { step: args.rewindTo, ...(args.input === undefined ? {} : { input: args.input as never }) };
 }

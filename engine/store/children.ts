@@ -17,7 +17,7 @@ export async function spawnChildren(
     `WITH lv AS (
        SELECT logic_id, version, hash, doc FROM logic_versions
        WHERE logic_id = $2 AND ($3::int IS NULL OR version = $3)
-       ORDER BY version DESC LIMIT 1
+       ORDER BY active DESC, version DESC LIMIT 1
      )
      INSERT INTO workflows (id, env_id, domain, logic_id, version, logic_hash, state, input, current_step, ctx,
                             correlation_id, parent_id, parent_seq, branch_index)

@@ -53,3 +53,16 @@ export class BadSchemaName extends FlowError {
     super('FLOW_BAD_SCHEMA_NAME', `schema name "${name}" must match ^[a-z_][a-z0-9_]{0,62}$`);
   }
 }
+
+/** A retired (drained) version takes no new instances; those already running finish on it. */
+export class VersionRetired extends FlowError {
+  constructor(logicId: string, version: number | undefined) {
+    super(
+      'FLOW_VERSION_RETIRED',
+      version === undefined
+        ? `every version of ${logicId} is retired, so no new instance starts; reactivate one or publish a new version`
+        : `${logicId}@${version} is retired, so no new instance starts on it; start the active version or reactivate this one`,
+      { status: 409 },
+    );
+  }
+}

@@ -22,7 +22,7 @@ const MIB = 1024 * 1024;
 /** Generous: a leak per waiting instance, or per poll cycle, would show as far more. */
 const MAX_GROWTH = 64 * MIB;
 const PROBE = fileURLToPath(new URL('../support/memory-probe-worker.ts', import.meta.url));
-const APPROVER = { subject: 'ops@example.com', scopes: [] as string[] };
+const APPROVER = { subject: 'ops@example.com', scopes: ['flow:decide'] };
 
 /** The probe process never outlives this one, however the test ends. */
 const probes = new Set<ChildProcess>();

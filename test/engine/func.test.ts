@@ -1,4 +1,7 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { createExecutors } from '../../engine/executors/index.ts';
 import { createFuncRuntime, type FuncRuntime } from '../../host-functions/index.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import { buildTestModules, type BuiltTestModules, TEST_MEMORY_PAGES } from '../host-functions/helpers/test-modules.ts';
@@ -40,9 +43,11 @@ describeEachDriver('func steps in the engine', (getDb) => {
       steps: { score: { kind: 'func', module: 'risk', input: '{ "account": input.account }', retry: { maxAttempts: 3, initialMs: 0 } } },
     });
 
+  const moduleBytes = async () => ({ [built.hash['one-call']!]: await readFile(join(built.dir, 'modules', `${built.hash['one-call']}.wasm`)) });
+
   async function run(input: unknown) {
     const l = logic();
-    await engine.publish(l, 'test-env');
+    await engine.publishVersion('test-env', l, await moduleBytes());
     const { id } = await engine.start({ logicId: l.logicId, input, env: 'test-env' });
     await settle(engine);
     return engine.get(id, 'test-env');
@@ -66,12 +71,25 @@ describeEachDriver('func steps in the engine', (getDb) => {
     expect(record.steps.map((s) => s.state)).toEqual(['failed', 'succeeded']);
   });
 
-  it('a func step fails with FLOW_FUNC_UNAVAILABLE on an engine without a module runtime', async () => {
-    const bare = new Engine({ db: getDb(), env: 'test-env', executors: { handlers: new Map() } });
+  it('an engine given no module runtime loads the module from the database and runs it', async () => {
+    const bare = new Engine({ db: getDb(), env: 'test-env', executors: { handlers: new Map([['TEST', { url: svc.url }]]) } });
+    try {
+      const l = logic();
+      await bare.publishVersion('test-env', l, await moduleBytes());
+      const { id } = await bare.start({ logicId: l.logicId, input: { account: 'db-1' }, env: 'test-env' });
+      await settle(bare);
+      const record = await bare.get(id, 'test-env');
+      expect(record.state).toBe('completed');
+      expect(record.output).toEqual({ response: { history: ['db-1', 'ok'] } });
+    } finally {
+      await bare.close();
+    }
+  });
+
+  it('a func step fails with FLOW_FUNC_UNAVAILABLE on executors made without a module runtime', async () => {
+    const func = createExecutors({}).func;
     const l = logic();
-    await bare.publish(l, 'test-env');
-    const { id } = await bare.start({ logicId: l.logicId, input: { account: 'x' }, env: 'test-env' });
-    await settle(bare);
-    expect((await bare.get(id, 'test-env')).error?.code).toBe('FLOW_FUNC_UNAVAILABLE');
+    const outcome = await func(l.steps['score'] as never, {} as never);
+    expect(outcome).toMatchObject({ status: 'failed', retryable: false, error: { code: 'FLOW_FUNC_UNAVAILABLE' } });
   });
 });

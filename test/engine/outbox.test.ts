@@ -256,30 +256,16 @@ describeEachDriver('outbox: emit rows, callbacks and the relay', (getDb) => {
   });
 
   it('will not sign with the development secret in production', () => {
-    const saved = { ...process.env };
-    try {
-      process.env['NODE_ENV'] = 'production';
-      delete process.env['FLOW_TOKEN_SECRET'];
-      delete process.env['FLOW_OUTBOX_SECRET'];
-      expect(() => new Engine({ db: db(), outboxSecret: SECRET })).toThrow(expect.objectContaining({ code: 'FLOW_SECRET_MISSING' }));
-      expect(() => new Engine({ db: db(), tokenSecret: SECRET })).toThrow(/FLOW_OUTBOX_SECRET is not set/);
-      expect(() => new Engine({ db: db(), tokenSecret: SECRET, outboxSecret: SECRET })).not.toThrow();
-    } finally {
-      process.env = saved;
-    }
+    expect(() => new Engine({ db: db(), production: true, outboxSecret: SECRET })).toThrow(expect.objectContaining({ code: 'FLOW_SECRET_MISSING' }));
+    expect(() => new Engine({ db: db(), production: true, tokenSecret: SECRET })).toThrow(/FLOW_OUTBOX_SECRET is not set/);
+    expect(() => new Engine({ db: db(), production: true, tokenSecret: SECRET, outboxSecret: SECRET })).not.toThrow();
   });
 
   it('leaves event rows waiting while no event sink is configured, and still delivers callbacks', async () => {
-    const saved = process.env['FLOW_EVENT_SINK_URL'];
-    delete process.env['FLOW_EVENT_SINK_URL'];
-    try {
-      const noSink = new Engine({ db: db(), env: ENV, outboxSecret: SECRET });
-      const id = await start(announceOnly(), { order: 'o-4' }, { callback: { url: `${svc.url}/cb` } });
-      await noSink.outbox.drain();
-      expect((await rows(id))[0]).toMatchObject({ delivered_at: null, failed_at: null, attempts: 0 });
-      expect((await rows(id, 'callback'))[0]?.delivered_at).toBeInstanceOf(Date);
-    } finally {
-      if (saved !== undefined) process.env['FLOW_EVENT_SINK_URL'] = saved;
-    }
+    const noSink = new Engine({ db: db(), env: ENV, outboxSecret: SECRET });
+    const id = await start(announceOnly(), { order: 'o-4' }, { callback: { url: `${svc.url}/cb` } });
+    await noSink.outbox.drain();
+    expect((await rows(id))[0]).toMatchObject({ delivered_at: null, failed_at: null, attempts: 0 });
+    expect((await rows(id, 'callback'))[0]?.delivered_at).toBeInstanceOf(Date);
   });
 });

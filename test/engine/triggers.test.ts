@@ -8,7 +8,7 @@ import { settle, testEngine, uniqueLogic } from '../support/engine.ts';
 import { FakeService } from '../support/fake-service.ts';
 
 const ENV = 'test-env';
-const APPROVER = { subject: 'alice', scopes: [] };
+const APPROVER = { subject: 'alice', scopes: ['flow:decide'] };
 const TO_INPUT = '{ "account": event.payload.id, "key": event.idempotencyKey, "type": event.type }';
 
 let n = 0;

@@ -166,11 +166,19 @@ describeEachDriver('operator verbs', (getDb) => {
     expect(await engine.ops.audit(id, { env: 'test-env' })).toEqual([]);
   });
 
-  it('refuses a verb from an actor without the operator scope', async () => {
-    const { id } = await startFlow(flow());
-    await expect(
-      engine.ops.replayFrom(id, { step: 'reserve' }, { actor: { subject: 'intern', scopes: [] }, env: 'test-env' }),
-    ).rejects.toMatchObject({ code: 'FLOW_FORBIDDEN', status: 403 });
+  it('refuses a verb from an actor without its scope, or whose glob does not match the definition', async () => {
+    const logic = flow();
+    const { id } = await startFlow(logic);
+    const as = (...scopes: string[]) => ({ actor: { subject: 'intern', scopes }, env: 'test-env' });
+    for (const scopes of [[], ['flow:read', 'flow:retry', 'flow:repair'], ['flow:replay:payments.*'], ['flow:admin:other.*']]) {
+      await expect(engine.ops.replayFrom(id, { step: 'reserve' }, as(...scopes))).rejects.toMatchObject({ code: 'FLOW_SCOPE_MISSING', status: 403 });
+      await expect(engine.ops.previewReplayFrom(id, { step: 'reserve' }, as(...scopes))).rejects.toMatchObject({ code: 'FLOW_SCOPE_MISSING' });
+    }
+    expect(await engine.ops.audit(id, { env: 'test-env' })).toEqual([]);
+    // an id from another env is absent there, whatever the scopes
+    await expect(engine.ops.replayFrom(id, { step: 'reserve' }, { ...as(), env: 'elsewhere' })).rejects.toMatchObject({ status: 404 });
+    await engine.ops.replayFrom(id, { step: 'reserve' }, as(`flow:replay:${logic.logicId.split('.')[0]}.*`));
+    expect((await engine.ops.audit(id, { env: 'test-env' })).map((a) => a.actor)).toEqual(['intern']);
   });
 
   it('repair at the start step validates the replacement input against the input schema', async () => {

@@ -7,7 +7,7 @@ import { describeEachDriver } from '../support/db.ts';
 import { advance, OPERATOR, settle, testEngine, uniqueLogic } from '../support/engine.ts';
 import { FakeService } from '../support/fake-service.ts';
 
-const APPROVER = { subject: 'alice', scopes: ['payments:approve'] };
+const APPROVER = { subject: 'alice', scopes: ['flow:decide', 'payments:approve'] };
 const HOUR = 3_600_000;
 
 describeEachDriver('waiting: decisions, timers, callbacks', (getDb) => {
@@ -70,8 +70,11 @@ describeEachDriver('waiting: decisions, timers, callbacks', (getDb) => {
     await expect(resume(id, { ...ok, step: 'capture' })).rejects.toMatchObject({ code: 'FLOW_WRONG_STEP' });
     await expect(resume(id, { ...ok, option: 'maybe' })).rejects.toMatchObject({ code: 'FLOW_BAD_OPTION' });
     await expect(resume(id, { ...ok, payload: { note: 1 } })).rejects.toMatchObject({ code: 'FLOW_DECISION_PAYLOAD_INVALID' });
-    await expect(resume(id, { ...ok, approver: { subject: 'bob', scopes: [] } })).rejects.toMatchObject({
+    await expect(resume(id, { ...ok, approver: { subject: 'bob', scopes: ['flow:decide'] } })).rejects.toMatchObject({
       code: 'FLOW_APPROVER_FORBIDDEN',
+    });
+    await expect(resume(id, { ...ok, approver: { subject: 'carol', scopes: ['payments:approve'] } })).rejects.toMatchObject({
+      code: 'FLOW_SCOPE_MISSING',
     });
     expect(await get(id)).toEqual(before);
     await resume(id, { ...ok, option: 'reject' });

@@ -6,7 +6,7 @@ import { asScheduler } from '../../engine/store/tx.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 import type { FakeService } from './fake-service.ts';
 
-export const OPERATOR = { actor: { subject: 'ops@example.com', scopes: ['flow:operate'] } };
+export const OPERATOR = { actor: { subject: 'ops@example.com', scopes: ['flow:admin'] } };
 
 /** An engine on `db` whose `test` handler points at the fake service; workers are driven by `drain()`. */
 export function testEngine(db: Db, svc: FakeService): Engine {

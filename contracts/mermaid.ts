@@ -1,5 +1,5 @@
-import type { Action, LogicVersion, StepDef } from '../contracts/logic-version.ts';
-import { routesOf } from '../contracts/validate.ts';
+import type { Action, LogicVersion, StepDef } from './logic-version.ts';
+import { routesOf } from './validate.ts';
 
 /**
  * A Mermaid flowchart of one LogicVersion: steps (shaped by kind), routes, branch conditions, error

@@ -1,0 +1,100 @@
+import { z } from 'zod';
+import { AuthKeysMissing, ConfigInvalid, SecretMissing } from './errors.ts';
+import { parseAllowlist } from './executors/allowlist.ts';
+import { type HandlerProfiles, loadHandlerProfiles } from './executors/handlers.ts';
+import type { EngineOptions } from './runtime/engine.ts';
+import type { Db } from './store/db.ts';
+
+const list = z.string().transform(parseAllowlist);
+const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' });
+
+/** The variables the engine reads, each parsed once here. An empty value counts as unset. */
+const EnvSchema = z.object({
+  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL').optional(),
+  FLOW_SCHEMA: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must match ^[a-z_][a-z0-9_]{0,62}$').default('flow'),
+  FLOW_ENV: z.string().max(64).default('default'),
+  NODE_ENV: z.string().optional(),
+  FLOW_TOKEN_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
+  FLOW_OUTBOX_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
+  FLOW_HTTP_ALLOWLIST: list.default([]),
+  FLOW_CALLBACK_ALLOWLIST: list.default([]),
+  FLOW_EVENT_SINK_URL: httpUrl.optional(),
+  FLOW_AUTH_SECRET: z.string().min(32, 'must be at least 32 characters (an HS256 key)').optional(),
+  FLOW_AUTH_JWKS_URL: z.string().min(1).optional(),
+  FLOW_HOST: z.string().min(1).default('127.0.0.1'),
+  FLOW_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+});
+
+/** Everything the engine process is configured with, typed, read once at boot. */
+export interface FlowConfig {
+  /** `postgres://…` for `s8flow start`; unset elsewhere (an embedded store). */
+  databaseUrl: string | undefined;
+  /** The schema holding the tables. (Default: `flow`) */
+  schema: string;
+  /** The environment a request that names none acts in. (Default: `default`) */
+  env: string;
+  /** NODE_ENV=production: development secrets are refused. */
+  production: boolean;
+  tokenSecret: string | undefined;
+  outboxSecret: string | undefined;
+  httpAllowlist: string[];
+  callbackAllowlist: string[];
+  eventSinkUrl: string | undefined;
+  /** How the API verifies bearer tokens: a JWKS (URL or file) in production, HS256 in development. */
+  auth: { secret: string | undefined; jwksUrl: string | undefined };
+  /** Where the API listens. (Default: 127.0.0.1:8080) */
+  listen: { host: string; port: number };
+  handlers: HandlerProfiles;
+}
+
+/**
+ * Parses the environment into a FlowConfig, or stops boot with FLOW_CONFIG_INVALID naming the
+ * variable. In production, missing signing secrets are FLOW_SECRET_MISSING and a missing JWKS is
+ * FLOW_AUTH_JWKS_MISSING: the engine would otherwise run with keys anyone can read in this repo.
+ */
+export function loadConfig(raw: NodeJS.ProcessEnv = process.env): FlowConfig {
+  const given = Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = EnvSchema.safeParse(given);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new ConfigInvalid(String(issue.path[0] ?? '(environment)'), issue.message);
+  }
+  const env = parsed.data;
+  const production = env.NODE_ENV === 'production';
+  if (production && env.FLOW_TOKEN_SECRET === undefined) throw new SecretMissing('FLOW_TOKEN_SECRET');
+  if (production && env.FLOW_OUTBOX_SECRET === undefined) throw new SecretMissing('FLOW_OUTBOX_SECRET');
+  if (production && env.FLOW_AUTH_JWKS_URL === undefined) throw new AuthKeysMissing('FLOW_AUTH_JWKS_URL');
+  const handlers = loadHandlerProfiles(given);
+  for (const [name, profile] of handlers) {
+    if (!httpUrl.safeParse(profile.url).success) throw new ConfigInvalid(`FLOW_HANDLER_${name}_URL`, 'must be an http(s) URL');
+  }
+  return {
+    databaseUrl: env.DATABASE_URL,
+    schema: env.FLOW_SCHEMA,
+    env: env.FLOW_ENV,
+    production,
+    tokenSecret: env.FLOW_TOKEN_SECRET,
+    outboxSecret: env.FLOW_OUTBOX_SECRET,
+    httpAllowlist: env.FLOW_HTTP_ALLOWLIST,
+    callbackAllowlist: env.FLOW_CALLBACK_ALLOWLIST,
+    eventSinkUrl: env.FLOW_EVENT_SINK_URL,
+    auth: { secret: env.FLOW_AUTH_SECRET, jwksUrl: env.FLOW_AUTH_JWKS_URL },
+    listen: { host: env.FLOW_HOST, port: env.FLOW_PORT },
+    handlers,
+  };
+}
+
+/** The Engine's options from the config; `extra` adds what is not configuration (workers, observer, a module runtime). */
+export function engineOptionsFrom(config: FlowConfig, db: Db, extra: Partial<EngineOptions> = {}): EngineOptions {
+  return {
+    db,
+    env: config.env,
+    production: config.production,
+    ...(config.tokenSecret ? { tokenSecret: config.tokenSecret } : {}),
+    ...(config.outboxSecret ? { outboxSecret: config.outboxSecret } : {}),
+    callbackAllowlist: config.callbackAllowlist,
+    ...(config.eventSinkUrl ? { eventSink: { url: config.eventSinkUrl } } : {}),
+    ...extra,
+    executors: { handlers: config.handlers, httpAllowlist: config.httpAllowlist, ...extra.executors },
+  };
+}

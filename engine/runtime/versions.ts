@@ -1,0 +1,100 @@
+import { createHash } from 'node:crypto';
+import { type LogicVersion, mermaidDiagram, parseLogicVersion } from '../../contracts/index.ts';
+import { ChildLogicMissing, ModuleHashMismatch, ModuleMissing } from '../errors.ts';
+import type { Db } from '../store/db.ts';
+import { NotFound } from '../store/errors.ts';
+import { findVersionRow, listVersions, type VersionRow } from '../store/list-versions.ts';
+import { findLogicVersion, publishLogicVersion } from '../store/logic-versions.ts';
+import { putModules } from '../store/put-modules.ts';
+import { setVersionActive } from '../store/set-version-active.ts';
+import { storedModules } from '../store/stored-modules.ts';
+import { inEnv } from '../store/tx.ts';
+import type { LogicCache } from './logic-cache.ts';
+
+export interface PublishResult {
+  /** `new` when this call published it, `unchanged` when the same hash was already published. */
+  status: 'new' | 'unchanged';
+  logicId: string;
+  version: number;
+  hash: string;
+}
+
+/** A published version as listed: whether it takes new instances, and how many still run on it. */
+export type VersionSummary = VersionRow;
+
+export interface VersionDetail extends VersionSummary {
+  logicVersion: LogicVersion;
+  /** The Mermaid flowchart of the version (the compiler's `.mmd`). */
+  diagram: string;
+}
+
+/**
+ * Publishing, listing and retiring LogicVersions with their WASM modules, in Postgres, so that
+ * every engine node sees them without a restart (versions are read by hash on a cache miss,
+ * modules by hash on first use).
+ */
+export class Versions {
+  constructor(
+    private readonly db: Db,
+    private readonly logics: LogicCache,
+  ) {}
+
+  /**
+   * Validates and publishes a version with the modules it needs, in one transaction. Each module
+   * must hash to its key; each module the version names must be uploaded now or stored in the env
+   * already. The same (logicId, version) with the same hash is `unchanged`; with another hash it
+   * is refused (FLOW_VERSION_CONFLICT). The workflows its `children` steps start must be published
+   * first, so a spawn can never name a missing definition.
+   */
+  async publish(env: string, doc: unknown, modules: Record<string, Uint8Array> = {}): Promise<PublishResult> {
+    const logic = parseLogicVersion(doc);
+    const uploads = checkedModules(modules);
+    const result = await inEnv(this.db, env, async (c) => {
+      const declared = Object.entries(logic.modules ?? {});
+      const stored = await storedModules(c, declared.map(([, m]) => m.sha256).filter((h) => !uploads.has(h)));
+      for (const [name, m] of declared) if (!uploads.has(m.sha256) && !stored.has(m.sha256)) throw new ModuleMissing(logic, name, m.sha256);
+      for (const [name, step] of Object.entries(logic.steps)) {
+        if (step.kind === 'children' && (await findLogicVersion(c, step.logicId, step.version)) === null) {
+          throw new ChildLogicMissing(logic, name, step.logicId, step.version);
+        }
+      }
+      await putModules(c, env, uploads);
+      return publishLogicVersion(c, env, logic);
+    });
+    this.logics.remember(logic);
+    return { status: result ? 'new' : 'unchanged', logicId: logic.logicId, version: logic.version, hash: logic.hash };
+  }
+
+  list(env: string): Promise<VersionSummary[]> {
+    return inEnv(this.db, env, (c) => listVersions(c));
+  }
+
+  async get(env: string, logicId: string, version: number): Promise<VersionDetail> {
+    const found = await inEnv(this.db, env, async (c) => {
+      const row = await findVersionRow(c, logicId, version);
+      return row === null ? null : { row, doc: await findLogicVersion(c, logicId, version) };
+    });
+    if (found === null || found.doc === null) throw new NotFound(`LogicVersion ${logicId}@${version}`);
+    return { ...found.row, logicVersion: found.doc, diagram: mermaidDiagram(found.doc) };
+  }
+
+  /** Retires (drains) or reactivates a version; running instances are not touched either way. */
+  async setActive(env: string, logicId: string, version: number, active: boolean): Promise<VersionSummary> {
+    const row = await inEnv(this.db, env, async (c) =>
+      (await setVersionActive(c, logicId, version, active)) ? findVersionRow(c, logicId, version) : null,
+    );
+    if (row === null) throw new NotFound(`LogicVersion ${logicId}@${version}`);
+    return row;
+  }
+}
+
+/** The uploaded modules, each checked to hash to the key it came under (a lowercase hex sha256). */
+function checkedModules(modules: Record<string, Uint8Array>): Map<string, Uint8Array> {
+  const checked = new Map<string, Uint8Array>();
+  for (const [key, bytes] of Object.entries(modules)) {
+    const actual = createHash('sha256').update(bytes).digest('hex');
+    if (actual !== key) throw new ModuleHashMismatch(key, actual);
+    checked.set(key, bytes);
+  }
+  return checked;
+}
