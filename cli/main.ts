@@ -1,5 +1,7 @@
 import { FlowError } from '../contracts/errors.ts';
+import { OPERATE_USAGE } from './commands/operate.ts';
 import { RUN_USAGE, runCommand } from './commands/run.ts';
+import { ApiProblem } from './http.ts';
 
 type Command = (argv: string[]) => Promise<number>;
 
@@ -20,6 +22,11 @@ const COMMANDS: Record<string, { usage: string; load: () => Promise<Command> }> 
   },
 };
 
+// the operator verbs against a running engine's API (see docs/operations.md)
+for (const [name, usage] of Object.entries(OPERATE_USAGE)) {
+  COMMANDS[name] = { usage, load: async () => (await import('./commands/operate.ts')).operateCommand(name) };
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
   const command = name === undefined ? undefined : COMMANDS[name];
@@ -30,6 +37,10 @@ export async function main(argv: string[]): Promise<number> {
   try {
     return await (await command.load())(rest);
   } catch (err) {
+    if (err instanceof ApiProblem) {
+      process.stderr.write(`s8flow ${name}: ${err.message} [${err.code}]\n`);
+      return err.exitCode;
+    }
     if (err instanceof FlowError) {
       process.stderr.write(`s8flow ${name}: ${err.message} [${err.code}]\n`);
       return err.code === 'CLI_USAGE' ? 2 : 1;

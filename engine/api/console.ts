@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BULK_VERBS, type BulkVerb } from '../../contracts/api/bulk.ts';
 import { FlowError, type LogicVersion } from '../../contracts/index.ts';
+import { mermaidDiagram } from '../../contracts/mermaid.ts';
 import type { BulkJobs } from '../runtime/bulk-jobs.ts';
 import type { Changes } from '../runtime/changes.ts';
 import type { Engine } from '../runtime/engine.ts';
@@ -19,7 +20,7 @@ export interface ConsoleOptions {
    * `logicId` when given), else a FlowError (401/403) that the server's error handler answers.
    */
   authorize(req: FastifyRequest, env: string, scope: string, logicId?: string): Promise<Actor>;
-  /** Mermaid text of a version, for its diagram. (Default: none; the console then draws no diagram) */
+  /** Mermaid text of a version, for its diagram. (Default: the compiler's `.mmd`, contracts/mermaid.ts) */
   diagram?: (doc: LogicVersion) => string;
   /** `s8flow dev` only: a token the console signs in with by itself. Never set in production. */
   devToken?: string;
@@ -74,7 +75,7 @@ export async function consolePlugin(app: FastifyInstance, opts: ConsoleOptions):
     const audit = await engine.ops.audit(id, { env });
     reply.hijack();
     reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
-    const stop = await streamInstance(reply.raw, engine, changes, env, { record, audit, logic, mmd: opts.diagram?.(logic) ?? null });
+    const stop = await streamInstance(reply.raw, engine, changes, env, { record, audit, logic, mmd: (opts.diagram ?? mermaidDiagram)(logic) });
     req.raw.once('close', stop);
   });
 
