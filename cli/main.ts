@@ -16,6 +16,10 @@ const COMMANDS: Record<string, { usage: string; load: () => Promise<Command> }> 
     usage: 's8flow compile [dir] [--out dist/flow] [--watch] [--update-lock]',
     load: async () => (await import('./commands/compile.ts')).compileCommand,
   },
+  dev: {
+    usage: 's8flow dev [dir] [--port 4300] [--host 127.0.0.1] [--state .flow]   (embedded store, API, workers and console on one port)',
+    load: async () => (await import('./commands/dev.ts')).devCommand,
+  },
   publish: {
     usage: 's8flow publish --to <dir> [--from dist/flow]',
     load: async () => (await import('./commands/publish.ts')).publishCommand,

@@ -2,8 +2,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BULK_VERBS, type BulkVerb } from '../../contracts/api/bulk.ts';
 import { FlowError, type LogicVersion } from '../../contracts/index.ts';
 import { mermaidDiagram } from '../../contracts/mermaid.ts';
-import type { BulkJobs } from '../runtime/bulk-jobs.ts';
-import type { Changes } from '../runtime/changes.ts';
+import { BulkJobs } from '../runtime/bulk-jobs.ts';
+import { Changes } from '../runtime/changes.ts';
 import type { Engine } from '../runtime/engine.ts';
 import type { Actor } from '../runtime/operations.ts';
 import { readOverview } from '../store/overview.ts';
@@ -13,8 +13,6 @@ import { streamInstance } from './console-live.ts';
 
 export interface ConsoleOptions {
   engine: Engine;
-  bulk: BulkJobs;
-  changes: Changes;
   /**
    * The server's bearer-token check: the actor when the token grants `env` and `scope` (for
    * `logicId` when given), else a FlowError (401/403) that the server's error handler answers.
@@ -22,8 +20,8 @@ export interface ConsoleOptions {
   authorize(req: FastifyRequest, env: string, scope: string, logicId?: string): Promise<Actor>;
   /** Mermaid text of a version, for its diagram. (Default: the compiler's `.mmd`, contracts/mermaid.ts) */
   diagram?: (doc: LogicVersion) => string;
-  /** `s8flow dev` only: a token the console signs in with by itself. Never set in production. */
-  devToken?: string;
+  /** `s8flow dev` only: mints the token the console signs in with by itself. Never set in production. */
+  devToken?: () => Promise<string>;
   /** The env the console opens on. (Default: the engine's) */
   env?: string;
 }
@@ -32,7 +30,7 @@ type EnvParams = { env: string };
 
 const shell = (title: string) => `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${title}</title><link rel="stylesheet" href="/ui/assets/console.css"></head>
+<title>${title}</title><link rel="icon" href="data:,"><link rel="stylesheet" href="/ui/assets/console.css"></head>
 <body><div id="app"></div><script type="module" src="/ui/assets/console.js"></script></body></html>`;
 
 /**
@@ -41,15 +39,23 @@ const shell = (title: string) => `<!doctype html>
  * does goes through the HTTP API with the signed-in bearer token; nothing here trusts the page.
  */
 export async function consolePlugin(app: FastifyInstance, opts: ConsoleOptions): Promise<void> {
-  const { engine, bulk, changes, authorize } = opts;
+  const { engine, authorize } = opts;
   const bundle = consoleBundle();
+  const changes = new Changes(engine.db);
+  const bulk = new BulkJobs(engine.db, engine.ops, (err) => app.log.error({ err }, 'a bulk job stopped'));
+  // jobs a stopped process left running go on here; on close, running jobs finish their current instance
+  app.addHook('onReady', () => bulk.resume());
+  app.addHook('onClose', async () => {
+    await bulk.stopAll();
+    await changes.close();
+  });
 
   app.get('/ui', (_req, reply) => void reply.redirect('/ui/'));
   app.get('/ui/*', async (req, reply) => {
     const path = (req.params as { '*': string })['*'];
     if (path === 'assets/console.js') return reply.type('text/javascript; charset=utf-8').header('cache-control', 'no-cache').send((await bundle).js);
     if (path === 'assets/console.css') return reply.type('text/css; charset=utf-8').header('cache-control', 'no-cache').send((await bundle).css);
-    if (path === 'config.json') return { env: opts.env ?? engine.env, ...(opts.devToken ? { devToken: opts.devToken } : {}) };
+    if (path === 'config.json') return { env: opts.env ?? engine.env, ...(opts.devToken ? { devToken: await opts.devToken() } : {}) };
     // every other path is a page of the single-page app
     return reply.type('text/html; charset=utf-8').send(shell('Sentin8 Flow'));
   });

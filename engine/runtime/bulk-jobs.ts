@@ -21,6 +21,7 @@ const DEFAULT_LIMIT = 1000;
  */
 export class BulkJobs {
   readonly #running = new Map<string, Promise<void>>();
+  #stopping = false;
 
   constructor(
     private readonly db: Db,
@@ -43,7 +44,12 @@ export class BulkJobs {
     const id = randomUUID();
     await inEnv(this.db, env, async (c) => {
       const sel = await selectWorkflows(c, req.filter, req.limit ?? DEFAULT_LIMIT);
-      const args = { ...(req.compensate === undefined ? {} : { compensate: req.compensate }), ...(req.step === undefined ? {} : { step: req.step }) };
+      // the creator's scopes go with the job, so a process that resumes it acts with them, no more
+      const args = {
+        scopes: actor.scopes,
+        ...(req.compensate === undefined ? {} : { compensate: req.compensate }),
+        ...(req.step === undefined ? {} : { step: req.step }),
+      };
       await insertBulkJob(c, { env, id, verb, filter: req.filter, args, reason: req.reason, actor: actor.subject, workflowIds: sel.rows.map((r) => r.id) });
     });
     this.#run(env, id, actor);
@@ -68,11 +74,13 @@ export class BulkJobs {
     return this.get(env, jobId);
   }
 
-  /** Picks up jobs a stopped process left running, acting as the subject that created them. */
-  async resume(scopesOf: (subject: string) => readonly string[]): Promise<void> {
+  /** Picks up jobs a stopped process left running, acting as the subject (and scopes) that created them. */
+  async resume(): Promise<void> {
     for (const job of await asScheduler(this.db, runningBulkJobs)) {
-      const stored = await this.get(job.env, job.id);
-      this.#run(job.env, job.id, { subject: stored.actor, scopes: scopesOf(stored.actor) });
+      const stored = await inEnv(this.db, job.env, (c) => loadBulkJob(c, job.id));
+      if (stored === null) continue;
+      const scopes = Array.isArray(stored.args['scopes']) ? (stored.args['scopes'] as string[]) : [];
+      this.#run(job.env, job.id, { subject: stored.actor, scopes });
     }
   }
 
@@ -81,8 +89,14 @@ export class BulkJobs {
     while (this.#running.size > 0) await Promise.all(this.#running.values());
   }
 
+  /** Shutdown: each job stops after its current instance and stays `running` for `resume()`. */
+  async stopAll(): Promise<void> {
+    this.#stopping = true;
+    await this.settled();
+  }
+
   #run(env: string, jobId: string, actor: Actor): void {
-    if (this.#running.has(jobId)) return;
+    if (this.#running.has(jobId) || this.#stopping) return;
     const done = this.#loop(env, jobId, actor).catch(this.onError).finally(() => this.#running.delete(jobId));
     this.#running.set(jobId, done);
   }
@@ -91,6 +105,7 @@ export class BulkJobs {
     const job = await inEnv(this.db, env, (c) => loadBulkJob(c, jobId));
     if (job === null) return;
     for (;;) {
+      if (this.#stopping) return;
       const item = await inEnv(this.db, env, (c) => nextBulkItem(c, jobId));
       if (item === null) break;
       const result = await this.#apply(env, job.verb, job.args, job.reason, item.workflowId, actor);

@@ -1,0 +1,141 @@
+import { mkdirSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { formatDiagnostic, watch } from '../../compiler/index.ts';
+import type { CompileResult } from '../../compiler/session.ts';
+import { FlowError } from '../../contracts/errors.ts';
+import { engineOptionsFrom, loadConfig } from '../../engine/config.ts';
+import { artifactModules, publishOrder } from '../../engine/runtime/artifacts.ts';
+import { Engine } from '../../engine/runtime/engine.ts';
+import { openDb } from '../../engine/store/db.ts';
+import { migrate } from '../../engine/store/migrate.ts';
+import { flag, intFlag, parseArgs, UsageError } from '../args.ts';
+import { devAuthSecret, mintToken } from '../dev-token.ts';
+import { devServer } from '../dev-server.ts';
+
+export const DEV_USAGE = 's8flow dev [dir] [--port 4300] [--host 127.0.0.1] [--state .flow]';
+
+const say = (s: string) => process.stdout.write(`${s}\n`);
+
+export interface DevHandle {
+  url: string;
+  token: string;
+  app: FastifyInstance;
+  engine: Engine;
+  /** Resolves when the first build is compiled and published. */
+  firstBuild: Promise<void>;
+  /** Resolves after the next compile-and-publish round; tests wait on it. */
+  published: () => Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * `s8flow dev`: one process with the embedded store (PGlite, file-backed under `--state`, so state
+ * survives restarts; delete the folder to reset), the compiler watching `dir`, the workers, the
+ * API and the console on one port. Every good build is published (the version lock and the
+ * engine's hash check are the gate); a broken one prints `file:line:col` and the last good build
+ * keeps running.
+ */
+export async function devCommand(argv: string[]): Promise<number> {
+  const args = parseArgs(argv);
+  if (args.positionals.length > 1) throw new UsageError(`usage: ${DEV_USAGE}`);
+  const dev = await startDev({
+    root: resolve(args.positionals[0] ?? '.'),
+    stateDir: resolve(flag(args, 'state') ?? '.flow'),
+    host: flag(args, 'host') ?? '127.0.0.1',
+    port: intFlag(args, 'port', 4300),
+  });
+  say(`\n  console  ${dev.url}/ui/   (signs in by itself)`);
+  say(`  API      ${dev.url}/v1/envs/${dev.engine.env}/…   OpenAPI ${dev.url}/openapi.json`);
+  say(`  token    ${dev.token}`);
+  say(`           export FLOW_URL=${dev.url} FLOW_TOKEN=${dev.token}\n`);
+  await new Promise<void>((done) => {
+    process.once('SIGINT', done);
+    process.once('SIGTERM', done);
+  });
+  await dev.close();
+  return 0;
+}
+
+export async function startDev(o: { root: string; stateDir: string; host: string; port: number; log?: (s: string) => void }): Promise<DevHandle> {
+  const log = o.log ?? say;
+  const config = loadConfig();
+  if (config.production) throw new FlowError('CLI_DEV_IN_PRODUCTION', 's8flow dev is for development: unset NODE_ENV=production, or use s8flow start');
+  mkdirSync(o.stateDir, { recursive: true });
+  const secret = devAuthSecret(o.stateDir);
+  const db = await openDb(join(o.stateDir, 'pglite'));
+  await migrate(db);
+  const engine = new Engine(
+    engineOptionsFrom(config, db, {
+      worker: { concurrency: 8, pollMs: 100 },
+      observer: { onError: (id, err) => log(`error${id ? ` in ${id}` : ''}: ${(err as Error).message}`) },
+    }),
+  );
+  await engine.workers.start();
+
+  // the token grants every flow scope and every approver scope the published versions declare
+  const approverScopes = new Set<string>();
+  const devToken = () =>
+    mintToken(secret, { sub: 'developer', envs: ['*'], scope: ['flow:admin', ...approverScopes].join(' ') });
+
+  const artifacts = join(o.stateDir, 'artifacts');
+  let round: Promise<void> = Promise.resolve();
+  let roundDone: () => void = () => {};
+  let nextRound = new Promise<void>((r) => {
+    roundDone = r;
+  });
+  const publish = async (result: CompileResult) => {
+    for (const doc of publishOrder(result.versions.map((v) => v.doc))) {
+      for (const step of Object.values(doc.steps)) if (step.kind === 'decision' && step.approverScope) approverScopes.add(step.approverScope);
+      const source = result.versions.find((v) => v.doc === doc)?.source ?? '?';
+      try {
+        const r = await engine.publishVersion(engine.env, doc, await artifactModules(artifacts, doc));
+        if (r.status === 'new') log(`published ${doc.logicId}@${doc.version}  ${doc.hash.slice(0, 19)}…  (${source})`);
+      } catch (err) {
+        if (!(err instanceof FlowError)) throw err;
+        // the engine's gate: this version number already names another definition
+        log(`${source} - ${err.code}: ${err.message}\n  the last good build keeps running; give the changed workflow a new version`);
+      }
+    }
+  };
+
+  // serve first: the console answers while the first compile (seconds, type checking) runs
+  const app = await devServer({ engine, secret, devToken });
+  const address = await app.listen({ host: o.host, port: o.port });
+  const token = await devToken();
+  const watching = watch({
+    root: o.root,
+    out: artifacts,
+    onResult: (r) => {
+      round = round.then(async () => {
+        if (r.ok) await publish(r.value);
+        else {
+          log(r.error.diagnostics.map(formatDiagnostic).join('\n'));
+          log(`compile failed: ${r.error.diagnostics.length} problem(s); the last good build keeps running`);
+        }
+        const done = roundDone;
+        nextRound = new Promise<void>((res) => {
+          roundDone = res;
+        });
+        done();
+      });
+    },
+  });
+  const firstBuild = watching.then(() => round);
+  log(`s8flow dev: ${relative(process.cwd(), o.root) || '.'} → state in ${relative(process.cwd(), o.stateDir) || '.'} (delete it to reset)`);
+  return {
+    url: address,
+    token,
+    app,
+    engine,
+    firstBuild,
+    published: () => nextRound,
+    async close() {
+      await (await watching)();
+      await round;
+      await app.close();
+      await engine.close();
+      await db.close();
+    },
+  };
+}
