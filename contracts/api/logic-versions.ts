@@ -31,6 +31,8 @@ export const VersionSummary = z
     /** False once retired: new starts are refused while running instances finish (drain). */
     active: z.boolean(),
     publishedAt: z.string(),
+    /** Instances of this version that have not ended. */
+    inFlight: z.int().min(0),
   })
   .meta({ id: 'VersionSummary' });
 export type VersionSummary = z.infer<typeof VersionSummary>;
@@ -44,8 +46,6 @@ export const VersionDetail = z
     logicVersion: z.record(z.string(), z.unknown()),
     /** The Mermaid flowchart of the definition (`.mmd`). */
     diagram: z.string(),
-    /** Instances of this version that have not ended. */
-    inFlight: z.int().min(0),
   })
   .meta({ id: 'VersionDetail' });
 export type VersionDetail = z.infer<typeof VersionDetail>;

@@ -9,6 +9,7 @@ import { type AuditRow, listAudit } from '../store/audit.ts';
 import type { Db } from '../store/db.ts';
 import { NotFound } from '../store/errors.ts';
 import { type ListedInstance, listDeadLettered, listStuck } from '../store/list-instances.ts';
+import { type PagePosition, type WorkflowFilter, type WorkflowListItem, listWorkflows } from '../store/list-workflows.ts';
 import { loadWorkflow } from '../store/load-workflow.ts';
 import { inEnv } from '../store/tx.ts';
 import type { LogicCache } from './logic-cache.ts';
@@ -108,6 +109,11 @@ export class Operations {
   listStuck(o: { env?: string; pendingForMs?: number; limit?: number } = {}): Promise<ListedInstance[]> {
     const args = { pendingForMs: o.pendingForMs ?? 60_000, ...(o.limit === undefined ? {} : { limit: o.limit }) };
     return inEnv(this.db, o.env ?? this.defaultEnv, (c) => listStuck(c, args));
+  }
+
+  /** One page of the env's instances, newest first; pass the last item's `position` as `after` for the next. */
+  list(filter: WorkflowFilter, o: { env?: string; limit?: number; after?: PagePosition | null } = {}): Promise<WorkflowListItem[]> {
+    return inEnv(this.db, o.env ?? this.defaultEnv, (c) => listWorkflows(c, filter, o.limit ?? 50, o.after ?? null));
   }
 
   audit(id: string, o: { env?: string } = {}): Promise<AuditRow[]> {

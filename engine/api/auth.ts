@@ -1,0 +1,73 @@
+import { readFileSync } from 'node:fs';
+import { createLocalJWKSet, createRemoteJWKSet, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from 'jose';
+import { z } from 'zod';
+import { parseScopes } from '../../contracts/scopes.ts';
+import { AuthKeysUnavailable, AuthUnconfigured, TokenExpired, TokenInvalid, Unauthenticated } from './errors.ts';
+
+/** Who a verified token says is calling (DESIGN.md §10 claims). */
+export interface Principal {
+  /** `sub`: the actor written to every audit row. */
+  subject: string;
+  /** `envs`: the environments it may act in; `["*"]` is every one. */
+  envs: string[];
+  /** `scope`, split on spaces. */
+  scopes: string[];
+}
+
+export interface AuthOptions {
+  /** HS256 key (FLOW_AUTH_SECRET); refused in production, where tokens are verified against a JWKS. */
+  secret?: string | undefined;
+  /** A JWKS: an http(s) URL (fetched and cached) or a file path (FLOW_AUTH_JWKS_URL). */
+  jwks?: string | undefined;
+  /** Production verifies only against the JWKS and requires `exp`. */
+  production: boolean;
+}
+
+/** Verifies an `Authorization` header value into a Principal, or throws a 401 FlowError. */
+export type Authenticate = (authorization: string | undefined) => Promise<Principal>;
+
+const Claims = z.object({
+  sub: z.string().min(1),
+  envs: z.array(z.string().min(1)).min(1),
+  scope: z.string(),
+});
+
+/** The asymmetric algorithms a JWKS may carry; HS256 only ever in development. */
+const JWKS_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
+
+export function createAuthenticator(opts: AuthOptions): Authenticate {
+  const { key, algorithms } = verificationKey(opts);
+  const requiredClaims = opts.production ? ['sub', 'exp'] : ['sub'];
+  return async (authorization) => {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
+    if (m === null) throw new Unauthenticated();
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(m[1]!, key as JWTVerifyGetKey, { algorithms, requiredClaims }));
+    } catch (err) {
+      throw refusal(err);
+    }
+    const claims = Claims.safeParse(payload);
+    if (!claims.success) throw new TokenInvalid('it needs the claims sub (a string), envs (an array of env ids) and scope (a string)');
+    return { subject: claims.data.sub, envs: claims.data.envs, scopes: parseScopes(claims.data.scope) };
+  };
+}
+
+function verificationKey(opts: AuthOptions): { key: JWTVerifyGetKey | Uint8Array; algorithms: string[] } {
+  if (opts.jwks !== undefined && opts.jwks !== '') {
+    const key = /^https?:\/\//i.test(opts.jwks)
+      ? createRemoteJWKSet(new URL(opts.jwks))
+      : createLocalJWKSet(JSON.parse(readFileSync(opts.jwks, 'utf8')));
+    return { key, algorithms: JWKS_ALGORITHMS };
+  }
+  if (opts.production || opts.secret === undefined || opts.secret === '') throw new AuthUnconfigured();
+  return { key: new TextEncoder().encode(opts.secret), algorithms: ['HS256'] };
+}
+
+/** jose's stable error codes to ours: expired, keys unreachable, anything else invalid. */
+function refusal(err: unknown): Error {
+  const code = (err as { code?: string }).code;
+  if (code === 'ERR_JWT_EXPIRED') return new TokenExpired();
+  if (code === 'ERR_JWKS_TIMEOUT' || (code === undefined && err instanceof TypeError)) return new AuthKeysUnavailable((err as Error).message);
+  return new TokenInvalid(code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED' ? 'bad signature' : (err as Error).message);
+}

@@ -1,0 +1,34 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { CallbackParams, CallbackRequest, CallbackResponse } from '../../../contracts/api/callbacks.ts';
+import type { Engine } from '../../runtime/engine.ts';
+import { PROBLEMS } from './shared.ts';
+
+/**
+ * The 202 contract: the owning service completes a step it answered `202 {"status":"waiting"}`.
+ * The resume token authenticates (a forged one is FLOW_BAD_TOKEN, 401); the env comes from the
+ * record it names; a second answer, or one for an attempt that is over, is 409 FLOW_STALE_TOKEN.
+ */
+export const callbackRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (app, { engine }) => {
+  app.post(
+    '/v1/callbacks/:resumeToken',
+    {
+      config: { scope: null },
+      schema: {
+        tags: ['callbacks'],
+        summary: 'Complete a step parked with 202, using its X-Flow-Resume-Token',
+        params: CallbackParams,
+        body: CallbackRequest,
+        response: { 200: CallbackResponse, ...PROBLEMS },
+      },
+    },
+    async (req) => {
+      const body = req.body;
+      const record = await engine.complete(
+        req.params.resumeToken,
+        'output' in body ? { output: body.output } : { error: body.error, ...(body.retryable === undefined ? {} : { retryable: body.retryable }) },
+      );
+      req.log.child({ workflowId: record.id, env: record.env }).info({ state: record.state }, 'callback completed a step');
+      return { workflowId: record.id, state: record.state };
+    },
+  );
+};

@@ -1,0 +1,97 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { EnvParams, VersionParams } from '../../../contracts/api/common.ts';
+import {
+  PatchVersionRequest,
+  PublishVersionRequest,
+  PublishVersionResponse,
+  VersionDetail,
+  VersionList,
+  VersionSummary,
+} from '../../../contracts/api/logic-versions.ts';
+import { grants } from '../../../contracts/scopes.ts';
+import type { Engine } from '../../runtime/engine.ts';
+import { principalOf, requireScope } from '../guard.ts';
+import { BEARER, PROBLEMS } from './shared.ts';
+
+/** Publish, list, show, retire and reactivate LogicVersions (DESIGN.md §10). */
+export const logicVersionRoutes: FastifyPluginAsyncZod<{ engine: Engine; publishBodyLimit: number }> = async (app, { engine, publishBodyLimit }) => {
+  app.post(
+    '/v1/envs/:env/logic-versions',
+    {
+      config: { scope: 'flow:publish' },
+      bodyLimit: publishBodyLimit,
+      schema: {
+        tags: ['logic-versions'],
+        summary: 'Publish a LogicVersion with its WASM modules (idempotent by hash)',
+        security: BEARER,
+        params: EnvParams,
+        body: PublishVersionRequest,
+        response: { 200: PublishVersionResponse, 201: PublishVersionResponse, ...PROBLEMS },
+      },
+    },
+    async (req, reply) => {
+      const who = principalOf(req);
+      const logicId = String(req.body.logicVersion['logicId'] ?? '');
+      requireScope(who, 'flow:publish', logicId, `LogicVersion ${logicId}`);
+      const modules = Object.fromEntries(Object.entries(req.body.modules ?? {}).map(([sha, b64]) => [sha, new Uint8Array(Buffer.from(b64, 'base64'))]));
+      const result = await engine.publishVersion(req.params.env, req.body.logicVersion, modules);
+      req.log.info({ logicId: result.logicId, version: result.version, status: result.status }, 'published');
+      return reply.code(result.status === 'new' ? 201 : 200).send(result);
+    },
+  );
+
+  app.get(
+    '/v1/envs/:env/logic-versions',
+    {
+      config: { scope: 'flow:read' },
+      schema: { tags: ['logic-versions'], summary: 'List published versions', security: BEARER, params: EnvParams, response: { 200: VersionList, ...PROBLEMS } },
+    },
+    async (req) => {
+      const who = principalOf(req);
+      const items = await engine.listVersions(req.params.env);
+      // a read scope narrowed to a glob lists only the definitions it matches
+      return { items: items.filter((v) => grants(who.scopes, 'flow:read', v.logicId)) };
+    },
+  );
+
+  app.get(
+    '/v1/envs/:env/logic-versions/:logicId/:version',
+    {
+      config: { scope: 'flow:read' },
+      schema: {
+        tags: ['logic-versions'],
+        summary: 'Show one version with its Mermaid diagram and in-flight count',
+        security: BEARER,
+        params: VersionParams,
+        response: { 200: VersionDetail, ...PROBLEMS },
+      },
+    },
+    async (req) => {
+      const { env, logicId, version } = req.params;
+      requireScope(principalOf(req), 'flow:read', logicId, `LogicVersion ${logicId}`);
+      return engine.getVersion(env, logicId, version);
+    },
+  );
+
+  app.patch(
+    '/v1/envs/:env/logic-versions/:logicId/:version',
+    {
+      config: { scope: 'flow:publish' },
+      schema: {
+        tags: ['logic-versions'],
+        summary: 'Retire (drain) or reactivate a version',
+        security: BEARER,
+        params: VersionParams,
+        body: PatchVersionRequest,
+        response: { 200: VersionSummary, ...PROBLEMS },
+      },
+    },
+    async (req) => {
+      const { env, logicId, version } = req.params;
+      requireScope(principalOf(req), 'flow:publish', logicId, `LogicVersion ${logicId}`);
+      const row = await engine.setVersionActive(env, logicId, version, req.body.active);
+      req.log.info({ logicId, version, active: req.body.active }, req.body.active ? 'version reactivated' : 'version retired');
+      return row;
+    },
+  );
+};

@@ -1,0 +1,119 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { EnvParams, WorkflowParams } from '../../../contracts/api/common.ts';
+import {
+  ListWorkflowsQuery,
+  StartWorkflowBody,
+  StartWorkflowHeaders,
+  WorkflowHistory,
+  WorkflowPage,
+  WorkflowRecordSchema,
+} from '../../../contracts/api/workflows.ts';
+import type { WorkflowState } from '../../../contracts/index.ts';
+import type { Engine } from '../../runtime/engine.ts';
+import { decodeCursor, encodeCursor } from '../cursor.ts';
+import { principalOf, requireScope } from '../guard.ts';
+import { BEARER, PROBLEMS } from './shared.ts';
+
+/** Start, list, show and the history of workflow instances (DESIGN.md §10). */
+export const workflowRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (app, { engine }) => {
+  app.post(
+    '/v1/envs/:env/workflows',
+    {
+      config: { scope: 'flow:start' },
+      schema: {
+        tags: ['workflows'],
+        summary: 'Start a workflow (201), or return the one an earlier request with this Idempotency-Key started (200)',
+        security: BEARER,
+        params: EnvParams,
+        headers: StartWorkflowHeaders,
+        body: StartWorkflowBody,
+        response: { 200: WorkflowRecordSchema, 201: WorkflowRecordSchema, ...PROBLEMS },
+      },
+    },
+    async (req, reply) => {
+      const { env } = req.params;
+      requireScope(principalOf(req), 'flow:start', req.body.logicId, `starting ${req.body.logicId}`);
+      const key = req.headers['idempotency-key'];
+      const { id, created } = await engine.start({ ...req.body, env, ...(key === undefined ? {} : { idempotencyKey: key }) });
+      const log = req.log.child({ workflowId: id });
+      log.info({ logicId: req.body.logicId, created }, created ? 'workflow started' : 'start replayed');
+      return reply.code(created ? 201 : 200).send(await engine.get(id, env));
+    },
+  );
+
+  app.get(
+    '/v1/envs/:env/workflows',
+    {
+      config: { scope: 'flow:read' },
+      schema: {
+        tags: ['workflows'],
+        summary: 'List instances, newest first, a page at a time',
+        security: BEARER,
+        params: EnvParams,
+        querystring: ListWorkflowsQuery,
+        response: { 200: WorkflowPage, ...PROBLEMS },
+      },
+    },
+    async (req) => {
+      const q = req.query;
+      // a read scope narrowed to a glob lists only with a logicId filter the glob matches
+      requireScope(principalOf(req), 'flow:read', q.logicId, q.logicId === undefined ? 'listing every definition' : `listing ${q.logicId}`);
+      const limit = q.limit ?? 50;
+      const rows = await engine.ops.list(
+        {
+          ...(q.state === undefined ? {} : { state: q.state as WorkflowState }),
+          ...(q.logicId === undefined ? {} : { logicId: q.logicId }),
+          ...(q.version === undefined ? {} : { version: q.version }),
+          ...(q.correlationId === undefined ? {} : { correlationId: q.correlationId }),
+          ...(q.stuck === undefined ? {} : { stuck: q.stuck }),
+        },
+        { env: req.params.env, limit: limit + 1, after: q.cursor === undefined ? null : decodeCursor(q.cursor) },
+      );
+      const page = rows.slice(0, limit);
+      const last = page.at(-1);
+      return {
+        items: page.map(({ position: _, ...item }) => item),
+        nextCursor: rows.length > limit && last !== undefined ? encodeCursor(last.position) : null,
+      };
+    },
+  );
+
+  app.get(
+    '/v1/envs/:env/workflows/:id',
+    {
+      config: { scope: 'flow:read' },
+      schema: { tags: ['workflows'], summary: 'Show one instance (its WorkflowRecord)', security: BEARER, params: WorkflowParams, response: { 200: WorkflowRecordSchema, ...PROBLEMS } },
+    },
+    async (req) => {
+      const record = await engine.get(req.params.id, req.params.env);
+      requireScope(principalOf(req), 'flow:read', record.logicId, `workflow ${record.id}`);
+      return record;
+    },
+  );
+
+  app.get(
+    '/v1/envs/:env/workflows/:id/history',
+    {
+      config: { scope: 'flow:read' },
+      schema: {
+        tags: ['workflows'],
+        summary: 'Every attempt, compensation and audited verb of one instance',
+        security: BEARER,
+        params: WorkflowParams,
+        response: { 200: WorkflowHistory, ...PROBLEMS },
+      },
+    },
+    async (req) => {
+      const { env, id } = req.params;
+      const record = await engine.get(id, env);
+      requireScope(principalOf(req), 'flow:read', record.logicId, `workflow ${record.id}`);
+      const audit = await engine.ops.audit(id, { env });
+      return {
+        id,
+        attempts: record.steps,
+        compensations: record.compensations,
+        audit: audit.map((a) => ({ ...a, at: a.at.toISOString() })),
+      };
+    },
+  );
+};

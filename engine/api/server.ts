@@ -1,0 +1,79 @@
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { jsonSchemaTransform, jsonSchemaTransformObject, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import type { Engine } from '../runtime/engine.ts';
+import { type AuthOptions, createAuthenticator } from './auth.ts';
+import { installGuard } from './guard.ts';
+import { installProblemHandlers } from './problem.ts';
+import { callbackRoutes } from './routes/callbacks.ts';
+import { decisionRoutes } from './routes/decisions.ts';
+import { eventRoutes } from './routes/events.ts';
+import { healthRoutes, type MetricsSource } from './routes/health.ts';
+import { logicVersionRoutes } from './routes/logic-versions.ts';
+import { verbRoutes } from './routes/verbs.ts';
+import { workflowRoutes } from './routes/workflows.ts';
+
+export interface ApiOptions {
+  engine: Engine;
+  auth: AuthOptions;
+  /** Largest request body, in bytes, on every route but publishing. (Default: 1 MiB) */
+  bodyLimit?: number;
+  /** Largest publish body (a LogicVersion and its base64 WASM modules). (Default: 32 MiB) */
+  publishBodyLimit?: number;
+  /** Fastify's pino logger: `false` for none, `true` or pino options. (Default: false) */
+  logger?: FastifyServerOptions['logger'];
+  /** Served at /metrics; without it there is no /metrics route. (Default: none) */
+  metrics?: MetricsSource | null;
+}
+
+export interface Api {
+  app: FastifyInstance;
+  /** Stops taking traffic: /readyz answers 503 from now on, then the listener closes. */
+  close(): Promise<void>;
+}
+
+/**
+ * The HTTP API v1 (DESIGN.md §10) in front of an Engine. Every route's params, query, headers,
+ * body and responses are the zod schemas of `contracts/api`: they validate requests, type the
+ * handlers and generate GET /openapi.json (OpenAPI 3.1), rendered at GET /docs.
+ */
+export async function buildApi(opts: ApiOptions): Promise<Api> {
+  const bodyLimit = opts.bodyLimit ?? 1024 * 1024;
+  const publishBodyLimit = opts.publishBodyLimit ?? 32 * 1024 * 1024;
+  const app = Fastify({ logger: opts.logger ?? false, bodyLimit, return503OnClosing: true });
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  installProblemHandlers(app, (req) => req.routeOptions.bodyLimit ?? bodyLimit);
+  installGuard(app, createAuthenticator(opts.auth));
+  let accepting = true;
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: { title: 'Sentin8 Flow', version: '1', description: 'The HTTP API of the Sentin8 Flow engine (DESIGN.md §10).' },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
+    },
+    transform: jsonSchemaTransform,
+    transformObject: jsonSchemaTransformObject,
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+  app.get('/openapi.json', { config: { scope: null }, schema: { hide: true } }, async () => app.swagger());
+
+  const { engine } = opts;
+  await app.register(healthRoutes, { engine, metrics: opts.metrics ?? null, accepting: () => accepting });
+  await app.register(logicVersionRoutes, { engine, publishBodyLimit });
+  await app.register(workflowRoutes, { engine });
+  await app.register(verbRoutes, { engine });
+  await app.register(decisionRoutes, { engine });
+  await app.register(callbackRoutes, { engine });
+  await app.register(eventRoutes, { engine });
+  await app.ready();
+  return {
+    app,
+    async close() {
+      accepting = false;
+      await app.close();
+    },
+  };
+}
