@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { formatDiagnostic, watch } from '../../compiler/index.ts';
 import type { CompileResult } from '../../compiler/session.ts';
 import { FlowError } from '../../contracts/errors.ts';
+import { buildApi } from '../../engine/api/server.ts';
 import { engineOptionsFrom, loadConfig } from '../../engine/config.ts';
 import { artifactModules, publishOrder } from '../../engine/runtime/artifacts.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
@@ -11,7 +12,6 @@ import { openDb } from '../../engine/store/db.ts';
 import { migrate } from '../../engine/store/migrate.ts';
 import { flag, intFlag, parseArgs, UsageError } from '../args.ts';
 import { devAuthSecret, mintToken } from '../dev-token.ts';
-import { devServer } from '../dev-server.ts';
 
 export const DEV_USAGE = 's8flow dev [dir] [--port 4300] [--host 127.0.0.1] [--state .flow]';
 
@@ -100,7 +100,8 @@ export async function startDev(o: { root: string; stateDir: string; host: string
   };
 
   // serve first: the console answers while the first compile (seconds, type checking) runs
-  const app = await devServer({ engine, secret, devToken });
+  const api = await buildApi({ engine, auth: { secret, production: false }, console: { devToken } });
+  const app = api.app;
   const address = await app.listen({ host: o.host, port: o.port });
   const token = await devToken();
   const watching = watch({
@@ -133,7 +134,7 @@ export async function startDev(o: { root: string; stateDir: string; host: string
     async close() {
       await (await watching)();
       await round;
-      await app.close();
+      await api.close();
       await engine.close();
       await db.close();
     },

@@ -4,6 +4,7 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import { jsonSchemaTransform, jsonSchemaTransformObject, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { Engine } from '../runtime/engine.ts';
 import { type AuthOptions, createAuthenticator } from './auth.ts';
+import { type ConsoleOptions, consolePlugin } from './console.ts';
 import { installGuard } from './guard.ts';
 import { installProblemHandlers } from './problem.ts';
 import { callbackRoutes } from './routes/callbacks.ts';
@@ -25,6 +26,8 @@ export interface ApiOptions {
   logger?: FastifyServerOptions['logger'];
   /** Served at /metrics; without it there is no /metrics route. (Default: none) */
   metrics?: MetricsSource | null;
+  /** The operator console at /ui and its routes (live stream, overview, bulk jobs). (Default: served, no dev token) */
+  console?: Omit<ConsoleOptions, 'engine'> | false;
 }
 
 export interface Api {
@@ -68,6 +71,7 @@ export async function buildApi(opts: ApiOptions): Promise<Api> {
   await app.register(decisionRoutes, { engine });
   await app.register(callbackRoutes, { engine });
   await app.register(eventRoutes, { engine });
+  if (opts.console !== false) await app.register(consolePlugin, { engine, ...opts.console });
   await app.ready();
   return {
     app,

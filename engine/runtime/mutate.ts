@@ -6,6 +6,7 @@ import { commitTransition } from '../store/commit-transition.ts';
 import type { Db } from '../store/db.ts';
 import { ConcurrentUpdate, NotFound } from '../store/errors.ts';
 import { loadWorkflow } from '../store/load-workflow.ts';
+import { replaceInput } from '../store/replace-input.ts';
 import { inEnv } from '../store/tx.ts';
 import type { LogicCache } from './logic-cache.ts';
 
@@ -36,6 +37,8 @@ export async function mutateWorkflow(
     const logic = await logics.get(env, stored.instance.logicHash, c);
     const t = await decide(logic, stored.instance);
     if (!(await commitTransition(c, stored, t, { keepLease: null }))) throw new ConcurrentUpdate(id);
+    // only a repair at the start step changes the input (the draft is a clone: compare by value)
+    if (JSON.stringify(t.instance.input) !== JSON.stringify(stored.instance.input)) await replaceInput(c, id, t.instance.input);
     if (audit !== undefined) {
       await insertAudit(c, { workflowId: id, env, ...audit, before: summary(stored.instance), after: summary(t.instance) });
     }
