@@ -139,12 +139,12 @@ describe.skipIf(!HAVE_CHROMIUM)('the console in chromium', () => {
     await env.shot('console-live-running');
     // a reload would drop this marker
     await page.evaluate(() => {
-      (window as unknown as { marker: number }).marker = 42;
+      (globalThis as unknown as { marker: number }).marker = 42;
     });
     release();
     await page.locator('[data-testid=instance][data-state=completed]').waitFor();
     await page.locator('[data-testid=attempt-row][data-step=work][data-state=succeeded]').waitFor();
-    await expect(page.evaluate(() => (window as unknown as { marker?: number }).marker)).resolves.toBe(42);
+    await expect(page.evaluate(() => (globalThis as unknown as { marker?: number }).marker)).resolves.toBe(42);
     await env.shot('console-live-done');
   });
 });
