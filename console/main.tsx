@@ -1,5 +1,5 @@
 import { render } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import type { Session } from './api.ts';
 import { BulkJobPage } from './pages/bulk-job.tsx';
 import { InstancePage } from './pages/instance.tsx';
@@ -46,18 +46,9 @@ function SignIn({ onToken }: { onToken: (t: string) => void }) {
 
 function App() {
   const url = useLocation();
-  const [config, setConfig] = useState<Config | null>(null);
-  const [token, setToken] = useState<string | null>(() => localStorage.getItem('flow.token'));
-  useEffect(() => {
-    fetch('/ui/config.json')
-      .then((r) => r.json())
-      .then((c: Config) => {
-        setConfig(c);
-        // development only: the server hands out a token so the console signs in by itself
-        if (c.devToken && !localStorage.getItem('flow.token')) setToken(c.devToken);
-      });
-  }, []);
-  if (config === null) return <p class="loading">Loading…</p>;
+  const [config] = useState<Config>(() => JSON.parse(document.getElementById('flow-config')?.textContent ?? '{"env":"default"}'));
+  // development only (s8flow dev): the server hands out a token, so the console signs in by itself
+  const [token, setToken] = useState<string | null>(() => localStorage.getItem('flow.token') ?? config.devToken ?? null);
   if (token === null) {
     return (
       <SignIn

@@ -79,6 +79,7 @@ export function InstancePage({ session, claims, params }: PageProps & { params: 
       `/workflows/${id}/live`,
       (type, data) => {
         if (type === 'snapshot') {
+          performance.mark('flow:snapshot');
           const d = data as { record: RecordHead & { steps: Attempt[] }; audit: AuditEntry[]; logic: Logic; mmd: string | null };
           const { steps, ...record } = d.record;
           setLive({ record, steps, audit: d.audit, logic: d.logic, mmd: d.mmd });
@@ -101,6 +102,11 @@ export function InstancePage({ session, claims, params }: PageProps & { params: 
     return () => abort.abort();
   }, [id, session.env, session.token]);
 
+  // for bench:ui: when the page first shows the instance (effects run after the browser paints)
+  const shown = live !== null;
+  useEffect(() => {
+    if (shown) performance.mark('flow:rendered');
+  }, [shown]);
   const marks = useMemo(() => (live ? marksOf(live.record, live.steps) : {}), [live?.record, live?.steps]);
   if (error) return <Problem error={error} />;
   if (live === null) return <p class="loading">Loading…</p>;

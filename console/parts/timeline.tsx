@@ -35,12 +35,15 @@ const HEIGHT = 420;
  */
 export function Timeline({ attempts, audit }: { attempts: Attempt[]; audit: AuditEntry[] }) {
   const rows = useMemo(() => {
-    const all: Row[] = [
-      ...attempts.map((a, index) => ({ type: 'attempt' as const, at: a.startedAt, a, index })),
-      ...audit.map((e, index) => ({ type: 'audit' as const, at: typeof e.at === 'string' ? e.at : String(e.at), e, index })),
+    const all: (Row & { t: number })[] = [
+      ...attempts.map((a, index) => ({ type: 'attempt' as const, at: a.startedAt, a, index, t: Date.parse(a.startedAt) })),
+      ...audit.map((e, index) => {
+        const at = typeof e.at === 'string' ? e.at : String(e.at);
+        return { type: 'audit' as const, at, e, index, t: Date.parse(at) };
+      }),
     ];
     // stable: attempts keep their order; an audit row goes after the attempts that started before it
-    return all.sort((x, y) => Date.parse(x.at) - Date.parse(y.at) || (x.type === y.type ? x.index - y.index : x.type === 'attempt' ? -1 : 1));
+    return all.sort((x, y) => x.t - y.t || (x.type === y.type ? x.index - y.index : x.type === 'attempt' ? -1 : 1));
   }, [attempts, audit]);
   const [top, setTop] = useState(0);
   const [selected, setSelected] = useState<string | null>(null);

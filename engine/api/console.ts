@@ -24,9 +24,11 @@ export interface ConsoleOptions {
   env?: string;
 }
 
-const shell = `<!doctype html>
+/** The page every console URL answers with; its config is inline, which saves the app a round trip. */
+const shell = (config: unknown) => `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Sentin8 Flow</title><link rel="icon" href="data:,"><link rel="stylesheet" href="/ui/assets/console.css"></head>
+<title>Sentin8 Flow</title><link rel="icon" href="data:,"><link rel="stylesheet" href="/ui/assets/console.css">
+<script id="flow-config" type="application/json">${JSON.stringify(config).replace(/</g, '\\u003c')}</script></head>
 <body><div id="app"></div><script type="module" src="/ui/assets/console.js"></script></body></html>`;
 
 const JobParams = z.strictObject({ env: EnvParams.shape.env, jobId: z.uuid() });
@@ -55,9 +57,10 @@ export const consolePlugin: FastifyPluginAsyncZod<ConsoleOptions> = async (app, 
     const path = (req.params as { '*': string })['*'];
     if (path === 'assets/console.js') return reply.type('text/javascript; charset=utf-8').header('cache-control', 'no-cache').send((await bundle).js);
     if (path === 'assets/console.css') return reply.type('text/css; charset=utf-8').header('cache-control', 'no-cache').send((await bundle).css);
-    if (path === 'config.json') return { env: opts.env ?? engine.env, ...(opts.devToken ? { devToken: await opts.devToken() } : {}) };
+    const config = { env: opts.env ?? engine.env, ...(opts.devToken ? { devToken: await opts.devToken() } : {}) };
+    if (path === 'config.json') return config;
     // every other path is a page of the single-page app
-    return reply.type('text/html; charset=utf-8').send(shell);
+    return reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(shell(config));
   });
 
   app.get(
