@@ -1,7 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { formatDiagnostic, watch } from '../../compiler/index.ts';
 import type { CompileResult } from '../../compiler/session.ts';
 import { FlowError } from '../../contracts/errors.ts';
 import { buildApi } from '../../engine/api/server.ts';
@@ -104,6 +103,8 @@ export async function startDev(o: { root: string; stateDir: string; host: string
   const app = api.app;
   const address = await app.listen({ host: o.host, port: o.port });
   const token = await devToken();
+  // the compiler (ts-morph, TypeScript) loads after the listener is up: seconds the console need not wait
+  const { formatDiagnostic, watch } = await import('../../compiler/index.ts');
   const watching = watch({
     root: o.root,
     out: artifacts,
