@@ -8,7 +8,7 @@ import { progress, table } from '../table.ts';
 
 /** The operator commands: each one HTTP call (or a few) against a running engine's API. */
 export const OPERATE_USAGE: Record<string, string> = {
-  ls: 's8flow ls [--state S] [--logic-id ID] [--version N] [--correlation-id C] [--stuck] [--limit N] [--cursor C]',
+  ls: 's8flow ls [--state S] [--logic-id ID] [--version N] [--correlation-id C] [--from ISO] [--to ISO] [--stuck] [--limit N] [--cursor C]',
   show: 's8flow show <id>',
   history: 's8flow history <id>',
   retry: 's8flow retry <id> --reason R [--dry-run]',
@@ -54,6 +54,8 @@ export function operateCommand(name: string): (argv: string[]) => Promise<number
           ['correlation-id', 'correlationId'],
           ['limit', 'limit'],
           ['cursor', 'cursor'],
+          ['from', 'from'],
+          ['to', 'to'],
         ] as const) {
           const v = flag(args, f);
           if (v !== undefined) q.set(p, v);

@@ -25,6 +25,10 @@ export const ListWorkflowsQuery = z.strictObject({
   correlationId: z.string().min(1).max(200).optional(),
   /** Only instances that should be moving and are not (lease expired, deadline overdue, runnable too long). */
   stuck: queryBool.optional(),
+  /** Created at or after this instant (ISO 8601). */
+  from: z.iso.datetime({ offset: true }).optional(),
+  /** Created before this instant (ISO 8601). */
+  to: z.iso.datetime({ offset: true }).optional(),
   limit: z.coerce.number().int().min(1).max(500).default(50),
   /** `nextCursor` of the previous page; opaque. */
   cursor: z.string().min(1).max(200).optional(),

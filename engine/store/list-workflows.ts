@@ -8,6 +8,10 @@ export interface WorkflowFilter {
   correlationId?: string;
   /** Only instances that should be moving and are not (as listStuck: lease expired, deadline overdue, runnable too long). */
   stuck?: boolean;
+  /** Created at or after this instant (ISO 8601). */
+  from?: string;
+  /** Created before this instant (ISO 8601). */
+  to?: string;
   /** How long runnable counts as stuck. (Default: 60 000) */
   pendingForMs?: number;
 }
@@ -68,6 +72,8 @@ export async function listWorkflows(c: Client, f: WorkflowFilter, limit: number,
         AND ($4::text IS NULL OR w.correlation_id = $4)
         AND (NOT $5::bool OR ${STUCK})
         AND ($7::timestamptz IS NULL OR (w.created_at, w.id) < ($7::timestamptz, $8::uuid))
+        AND ($10::timestamptz IS NULL OR w.created_at >= $10::timestamptz)
+        AND ($11::timestamptz IS NULL OR w.created_at < $11::timestamptz)
       ORDER BY w.created_at DESC, w.id DESC
       LIMIT $9`,
     [
@@ -80,6 +86,8 @@ export async function listWorkflows(c: Client, f: WorkflowFilter, limit: number,
       after?.createdAt ?? null,
       after?.id ?? null,
       limit,
+      f.from ?? null,
+      f.to ?? null,
     ],
   );
   return res.rows.map((r) => ({

@@ -70,6 +70,11 @@ describe('s8flow operator commands over the API', () => {
     expect(ls.out).toContain(id);
     const listed = JSON.parse((await run('ls', '--state', 'dead_lettered', '--json', ...target(admin))).out);
     expect(listed.items.map((i: { id: string }) => i.id)).toContain(id);
+    // a time range on created_at
+    const later = new Date(Date.now() + 60_000).toISOString();
+    const ids = async (...f: string[]) => JSON.parse((await run('ls', ...f, '--json', ...target(admin))).out).items.map((i: { id: string }) => i.id);
+    await expect(ids('--from', later)).resolves.not.toContain(id);
+    await expect(ids('--to', later)).resolves.toContain(id);
 
     const preview = await run('retry', id, '--dry-run', ...target(admin));
     expect(preview.code).toBe(0);

@@ -118,6 +118,7 @@ describe.skipIf(!HAVE_CHROMIUM)('the console in chromium', () => {
     await bulk.getByLabel('bulk verb').selectOption('retry');
     await bulk.getByRole('button', { name: 'Preview' }).click();
     await bulk.getByTestId('bulk-preview').getByText('20', { exact: true }).waitFor();
+    await env.shot('console-instances-bulk-preview');
     await bulk.getByLabel('bulk reason').fill('card network is back');
     await bulk.getByRole('button', { name: /^Run retry on 20/ }).click();
 
@@ -128,6 +129,38 @@ describe.skipIf(!HAVE_CHROMIUM)('the console in chromium', () => {
     await expect(page.locator('[data-testid=bulk-items] tbody tr.item-ok').count()).resolves.toBe(20);
     await env.shot('console-bulk-retry');
     for (const id of ids) expect((await env.engine.settled(id)).state).toBe('completed');
+    await page.goto(`${env.url}/ui/`);
+    await page.getByText('Instances by state').waitFor();
+    await env.shot('console-overview');
+  });
+
+  it('shows a version with its diagram, hash and in-flight count, and retires it (new starts refused)', async () => {
+    const page = env.page;
+    await page.goto(`${env.url}/ui/versions/payments.capture/1`);
+    await page.locator('svg.diagram g[data-step="capture"]').waitFor();
+    await page.getByText(/^sha256:/).waitFor();
+    await env.shot('console-version');
+    await page.getByRole('button', { name: /^Retire/ }).click();
+    await page.getByRole('button', { name: 'Reactivate' }).waitFor();
+    await expect(env.engine.start(payment('pay-after-retire', 'acct-1'))).rejects.toMatchObject({ code: 'FLOW_VERSION_RETIRED' });
+    await page.getByRole('button', { name: 'Reactivate' }).click();
+    await page.getByRole('button', { name: /^Retire/ }).waitFor();
+    const { id } = await env.engine.start(payment('pay-after-reactivate', 'acct-1'));
+    expect((await env.engine.settled(id)).state).toBe('completed');
+  });
+
+  it('disables the buttons a read-only token may not use, naming the missing scope', async () => {
+    chargeUp = false;
+    const { id } = await env.engine.start({ logicId: 'ui.flaky', input: { n: 'read-only' } });
+    expect((await env.engine.settled(id)).state).toBe('dead_lettered');
+    const page = await env.browser.newPage();
+    await page.addInitScript((t) => (globalThis as unknown as { localStorage: { setItem(k: string, v: string): void } }).localStorage.setItem('flow.token', t), await env.token({ sub: 'viewer@example.com', scope: 'flow:read' }));
+    await page.goto(`${env.url}/ui/instances/${id}`);
+    const retry = page.getByRole('button', { name: /^retry/ });
+    await retry.waitFor();
+    await expect(retry.isDisabled()).resolves.toBe(true);
+    await expect(retry.getAttribute('title')).resolves.toBe('needs scope flow:retry for ui.flaky');
+    await page.close();
   });
 
   it('updates the instance page live while a step runs, without a reload', async () => {

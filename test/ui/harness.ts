@@ -39,6 +39,8 @@ export interface ConsoleEnv {
   /** A page signed in as `sub` (the console's development sign-in, as under s8flow dev). */
   page: Page;
   shot(name: string): Promise<void>;
+  /** Mints another token (a different subject or scopes) for the same engine. */
+  token(claims: { sub: string; scope: string }): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -73,6 +75,7 @@ export async function startConsoleEnv(o: { sub: string; scope: string; logics?: 
     demo,
     browser,
     page,
+    token: (c) => mintToken(SECRET, { sub: c.sub, envs: ['*'], scope: c.scope }),
     shot: async (name) => {
       await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
     },

@@ -66,6 +66,8 @@ export const workflowRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (
           ...(q.version === undefined ? {} : { version: q.version }),
           ...(q.correlationId === undefined ? {} : { correlationId: q.correlationId }),
           ...(q.stuck === undefined ? {} : { stuck: q.stuck }),
+          ...(q.from === undefined ? {} : { from: q.from }),
+          ...(q.to === undefined ? {} : { to: q.to }),
         },
         { env: req.params.env, limit: limit + 1, after: q.cursor === undefined ? null : decodeCursor(q.cursor) },
       );
