@@ -7,7 +7,8 @@ type Command = (argv: string[]) => Promise<number>;
 const COMMANDS: Record<string, { usage: string; load: () => Promise<Command> }> = {
   run: { usage: RUN_USAGE, load: async () => runCommand },
   start: {
-    usage: 's8flow start [--workers N] [--concurrency N] [--artifacts DIR]   (needs DATABASE_URL)',
+    usage:
+      's8flow start [--port N] [--host H] [--no-api] [--no-workers] [--workers N] [--concurrency N] [--artifacts DIR]   (needs DATABASE_URL)',
     load: async () => (await import('./commands/start.ts')).startCommand,
   },
   compile: {
@@ -15,7 +16,7 @@ const COMMANDS: Record<string, { usage: string; load: () => Promise<Command> }> 
     load: async () => (await import('./commands/compile.ts')).compileCommand,
   },
   publish: {
-    usage: 's8flow publish --to <dir> [--from dist/flow]',
+    usage: 's8flow publish --to <dir | http(s)://engine> [--token T] [--env E] [--from dist/flow]',
     load: async () => (await import('./commands/publish.ts')).publishCommand,
   },
 };
