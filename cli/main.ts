@@ -15,6 +15,10 @@ const COMMANDS: Record<string, { usage: string; load: () => Promise<Command> }> 
     usage: 's8flow compile [dir] [--out dist/flow] [--watch] [--update-lock]',
     load: async () => (await import('./commands/compile.ts')).compileCommand,
   },
+  token: {
+    usage: 's8flow token --sub SUBJECT --env ENV [--env ENV]… --scope "flow:read flow:start" [--ttl 1h]   (development only)',
+    load: async () => (await import('./commands/token.ts')).tokenCommand,
+  },
   publish: {
     usage: 's8flow publish --to <dir | http(s)://engine> [--token T] [--env E] [--from dist/flow]',
     load: async () => (await import('./commands/publish.ts')).publishCommand,
