@@ -1,7 +1,6 @@
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { FlowError } from '../../contracts/errors.ts';
-import type { MetricsSource } from '../../engine/api/routes/health.ts';
 import { buildApi } from '../../engine/api/server.ts';
 import { engineOptionsFrom, loadConfig } from '../../engine/config.ts';
 import { artifactModules, publishOrder, readArtifactDir } from '../../engine/runtime/artifacts.ts';
@@ -64,7 +63,6 @@ export async function startCommand(argv: string[]): Promise<number> {
         engine,
         auth: { secret: config.auth.secret, jwks: config.auth.jwksUrl, production: config.production },
         logger: { level: process.env['LOG_LEVEL'] ?? 'info' },
-        metrics: (engine as { metrics?: MetricsSource }).metrics ?? null,
       })
     : null;
   if (api !== null) {
