@@ -190,6 +190,20 @@ export class Engine {
    * `callback: { url }` receives a notification on every transition into a terminal state.
    */
   async start(request: unknown): Promise<{ id: string; created: boolean }> {
+    const { id, created } = await this.#start(request, false);
+    return { id, created };
+  }
+
+  /**
+   * As `start`, and answers the instance's WorkflowRecord read in the same transaction: what the
+   * HTTP API returns, one transaction (and pool checkout) fewer than `start` then `get`.
+   */
+  async startRecord(request: unknown): Promise<{ record: WorkflowRecord; created: boolean }> {
+    const { record, created } = await this.#start(request, true);
+    return { record: record!, created };
+  }
+
+  async #start(request: unknown, withRecord: boolean): Promise<{ id: string; created: boolean; record: WorkflowRecord | null }> {
     const parsed = CreateWorkflowRequest.safeParse(request);
     if (!parsed.success) {
       throw new BadRequest('the start request', parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
@@ -203,13 +217,14 @@ export class Engine {
       if (found === null) throw new NotFound(`LogicVersion ${req.logicId}${req.version ? `@${req.version}` : ''}`);
       if (!found.active) throw new VersionRetired(req.logicId, req.version);
       const logic = found.doc;
-      return startPinned(c, this.logics, logic, {
+      const started = await startPinned(c, this.logics, logic, {
         env,
         input: req.input,
         correlationId: req.correlationId ?? null,
         idempotencyKey: req.idempotencyKey ?? null,
         callbackUrl: req.callback?.url ?? null,
       });
+      return { ...started, record: withRecord ? await loadRecord(c, started.id) : null };
     });
     this.workers.wake();
     return result;
