@@ -19,6 +19,7 @@ import { buildTestModules, TEST_MEMORY_PAGES } from '../test/host-functions/help
 import { type Db, openDb } from '../engine/store/db.ts';
 import { dropSchema, migrate } from '../engine/store/migrate.ts';
 import { makeLogic } from '../test/contracts/helpers.ts';
+import { apiStartThroughput } from './api-start.ts';
 import { fmt, minimalService, percentile, pool, xactCommits } from './support.ts';
 
 const url = process.env['DATABASE_URL'];
@@ -209,6 +210,16 @@ const passRun = await throughput('pass', service.url);
 const proxyRun = await throughput('proxy', service.url);
 const solo = await soloLatency(service.url);
 const func = await funcOverhead(service.url);
+const starts = await (async () => {
+  const { db, engine } = await freshEngine(service.url);
+  const logic = chain('pass');
+  await engine.publish(logic);
+  const r = await apiStartThroughput(engine, logic, WORKFLOWS * 2, CONCURRENCY);
+  await engine.close();
+  await dropSchema(db);
+  await db.close();
+  return r;
+})();
 await service.close();
 
 out('');
@@ -224,3 +235,6 @@ out(`one step commit alone (commit_transition, p50)  ${fmt(func.commitP50, 3)} m
 for (const r of func.rows) {
   out(`func step module run, ${r.label.padEnd(24)} ${fmt(r.p50, 3)} ms  = ${fmt((100 * r.p50) / func.commitP50, 0)}% of a commit`);
 }
+out('');
+out(`starts in process (engine.start), ${CONCURRENCY} callers  ${fmt(starts.local)} starts/s  (before ${fmt(starts.before)}, after ${fmt(starts.after)})`);
+out(`API start throughput, ${CONCURRENCY} HTTP clients         ${fmt(starts.http)} starts/s  = ${fmt(starts.ratio, 2)} of in process`);

@@ -9,7 +9,8 @@ type Command = (argv: string[]) => Promise<number>;
 const COMMANDS: Record<string, { usage: string; load: () => Promise<Command> }> = {
   run: { usage: RUN_USAGE, load: async () => runCommand },
   start: {
-    usage: 's8flow start [--workers N] [--concurrency N] [--artifacts DIR]   (needs DATABASE_URL)',
+    usage:
+      's8flow start [--port N] [--host H] [--no-api] [--no-workers] [--workers N] [--concurrency N] [--artifacts DIR]   (needs DATABASE_URL)',
     load: async () => (await import('./commands/start.ts')).startCommand,
   },
   compile: {
@@ -20,8 +21,12 @@ const COMMANDS: Record<string, { usage: string; load: () => Promise<Command> }> 
     usage: 's8flow dev [dir] [--port 4300] [--host 127.0.0.1] [--state .flow]   (embedded store, API, workers and console on one port)',
     load: async () => (await import('./commands/dev.ts')).devCommand,
   },
+  token: {
+    usage: 's8flow token --sub SUBJECT --env ENV [--env ENV]… --scope "flow:read flow:start" [--ttl 1h]   (development only)',
+    load: async () => (await import('./commands/token.ts')).tokenCommand,
+  },
   publish: {
-    usage: 's8flow publish --to <dir> [--from dist/flow]',
+    usage: 's8flow publish --to <dir | http(s)://engine> [--token T] [--env E] [--from dist/flow]',
     load: async () => (await import('./commands/publish.ts')).publishCommand,
   },
 };

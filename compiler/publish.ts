@@ -30,7 +30,7 @@ export interface PublishResult {
  */
 export async function publish(options: PublishOptions): Promise<PublishResult> {
   if (/^[a-z]+:\/\//i.test(options.to)) {
-    throw new PublishError(PublishErrorCode.targetUnsupported, `publishing to ${options.to} is not supported yet; give a directory`);
+    throw new PublishError(PublishErrorCode.targetUnsupported, `the compiler publishes to a directory, not ${options.to}; s8flow publish --to http(s)://… uploads through the engine API`);
   }
   const [from, to] = [resolve(options.from), resolve(options.to)];
   const manifest = readManifest(join(from, 'manifest.json'), true)!;

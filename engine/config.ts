@@ -84,6 +84,11 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): FlowConfig {
   };
 }
 
+/** NODE_ENV=production, for commands that must refuse to run there before reading anything else. */
+export function isProduction(env: NodeJS.ProcessEnv = process.env): boolean {
+  return env.NODE_ENV === 'production';
+}
+
 /** The Engine's options from the config; `extra` adds what is not configuration (workers, observer, a module runtime). */
 export function engineOptionsFrom(config: FlowConfig, db: Db, extra: Partial<EngineOptions> = {}): EngineOptions {
   return {

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { createFlowClient } from '../client/index.ts';
 
 /**
  * A small owning service for the examples: the internal API the workflows proxy back to. It
@@ -9,18 +10,30 @@ import type { AddressInfo } from 'node:net';
  * - account `acct-flaky` makes the first reserve attempt answer 503;
  * - a payment id containing `declined` makes capture answer 402 (permanent);
  * - account `acct-risky` has chargebacks on record, so the risk module asks for an approval.
+ *
+ * With `engineUrl`, sending the customer's notification is asynchronous, as mail is: `/notify`
+ * answers `202 {"status":"waiting"}` and, once sent, completes the step through the engine's
+ * callback route with the X-Flow-Resume-Token it was called with (DESIGN.md §10, the 202 contract).
  */
 export interface DemoService {
   url: string;
   /** Every request in arrival order, for timelines and tests. */
   log: { method: string; path: string; key: string | undefined; status: number }[];
+  /** Every completion posted to the engine's callback route, with the state it answered. */
+  callbacks: { workflowId: string; state: string }[];
+  /** From now on, complete `/notify` asynchronously through this engine's callback route. */
+  connect(engineUrl: string): void;
   close(): Promise<void>;
 }
 
-type Handler = (body: Record<string, unknown>, req: IncomingMessage) => { status: number; body: unknown };
+type Answer = { status: number; body: unknown; after?: () => Promise<void> };
+type Handler = (body: Record<string, unknown>, req: IncomingMessage) => Answer;
 
-export async function startDemoService(): Promise<DemoService> {
-  const answered = new Map<string, { status: number; body: unknown }>();
+export async function startDemoService(opts: { engineUrl?: string } = {}): Promise<DemoService> {
+  let engine = opts.engineUrl === undefined ? null : createFlowClient({ baseUrl: opts.engineUrl });
+  const callbacks: DemoService['callbacks'] = [];
+  const pending = new Set<Promise<void>>();
+  const answered = new Map<string, Answer>();
   const flaky = new Set<string>();
   const reservedCents = new Map<string, number>();
   let seq = 0;
@@ -43,7 +56,19 @@ export async function startDemoService(): Promise<DemoService> {
         ? { status: 402, body: { message: 'card declined by issuer' } }
         : { status: 200, body: { captureId: id('cap'), capturedCents: reservedCents.get(String(b['reservationId'])) ?? 0 } },
     '/funds/refund': () => ({ status: 200, body: { refunded: true } }),
-    '/notify': () => ({ status: 200, body: { sent: true } }),
+    '/notify': (_b, req) => {
+      const token = req.headers['x-flow-resume-token'];
+      const flow = engine;
+      if (flow === null || typeof token !== 'string') return { status: 200, body: { sent: true } };
+      // accepted now, sent later: the engine parks the step until the callback below
+      return {
+        status: 202,
+        body: { status: 'waiting' },
+        after: async () => {
+          callbacks.push(await flow.completeCallback(token, { output: { sent: true, messageId: id('msg') } }));
+        },
+      };
+    },
   };
 
   const log: DemoService['log'] = [];
@@ -59,7 +84,7 @@ export async function startDemoService(): Promise<DemoService> {
     const key = req.headers['idempotency-key'] as string | undefined;
     const path = req.url ?? '/';
     const route = routes[path];
-    let answer = key === undefined ? undefined : answered.get(key);
+    let answer: Answer | undefined = key === undefined ? undefined : answered.get(key);
     if (answer === undefined) {
       answer = route ? route(body, req) : { status: 404, body: { message: `no route ${path}` } };
       // transient answers are not remembered: a retry may succeed
@@ -68,16 +93,31 @@ export async function startDemoService(): Promise<DemoService> {
     log.push({ method: req.method ?? 'GET', path, key, status: answer.status });
     res.writeHead(answer.status, { 'content-type': 'application/json' });
     res.end(JSON.stringify(answer.body));
+    const after = answer.after;
+    if (after !== undefined) {
+      delete answer.after; // a replayed answer does not send twice
+      const done = new Promise<void>((resolve) => setImmediate(resolve)).then(after).catch((err) => {
+        process.stderr.write(`demo service: callback failed: ${(err as Error).message}\n`);
+      });
+      pending.add(done);
+      void done.finally(() => pending.delete(done));
+    }
   }
 
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     log,
-    close: () =>
-      new Promise<void>((resolve) => {
+    callbacks,
+    connect(engineUrl) {
+      engine = createFlowClient({ baseUrl: engineUrl });
+    },
+    async close() {
+      await Promise.all(pending);
+      await new Promise<void>((resolve) => {
         server.closeAllConnections();
         server.close(() => resolve());
-      }),
+      });
+    },
   };
 }

@@ -6,8 +6,11 @@
  */
 import { rm } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
+import { SignJWT } from 'jose';
+import { createFlowClient } from '../client/index.ts';
 import { formatTimeline } from '../cli/timeline.ts';
 import { compile } from '../compiler/index.ts';
+import { buildApi } from '../engine/api/server.ts';
 import { artifactModules, publishOrder } from '../engine/runtime/artifacts.ts';
 import { Engine } from '../engine/runtime/engine.ts';
 import { openDb } from '../engine/store/db.ts';
@@ -35,6 +38,24 @@ const engine = new Engine({
 for (const doc of publishOrder(compiled.versions.map((v) => v.doc))) await engine.publishVersion(engine.env, doc, await artifactModules(out, doc));
 await engine.workers.start();
 
+// the engine's HTTP API on a loopback port: the service completes its 202 steps through it, and
+// the approver answers the decision through it with a token (in production, from your IdP)
+const AUTH_SECRET = 'demo-only-hs256-secret-0123456789abcdef';
+const api = await buildApi({ engine, auth: { secret: AUTH_SECRET, production: false } });
+const engineUrl = await api.app.listen({ host: '127.0.0.1', port: 0 });
+service.connect(engineUrl);
+say(`the engine API listens on ${engineUrl} (GET /docs)`);
+
+/** Terminal, or parked on the approval decision. */
+async function atRest(id: string) {
+  for (;;) {
+    const r = await engine.get(id);
+    if (['completed', 'failed', 'compensated', 'cancelled', 'dead_lettered'].includes(r.state)) return r;
+    if (r.state === 'waiting' && r.currentStep === 'approval') return r;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 const payments = [
   { paymentId: 'pay-small', accountId: 'acct-1', amount: 25, currency: 'EUR', customerEmail: 'ana@example.com' },
   { paymentId: 'pay-flaky', accountId: 'acct-flaky', amount: 40, currency: 'EUR' },
@@ -45,23 +66,26 @@ const ids = [];
 for (const input of payments) ids.push((await engine.start({ logicId: 'payments.capture', input, correlationId: input.paymentId })).id);
 
 say('\n— first pass: every payment runs until it ends or waits —\n');
-for (const id of ids) say(formatTimeline(await engine.settled(id)));
+for (const id of ids) say(formatTimeline(await atRest(id)));
 
 const risky = ids[3]!;
-say(`\n— an approver with scope payments:approve approves ${payments[3]!.paymentId} —\n`);
-await engine.resume(risky, {
-  step: 'approval',
-  option: 'approve',
-  payload: { note: 'known customer' },
-  approver: { subject: 'alice@payments', scopes: ['flow:decide', 'payments:approve'] },
-});
-say(formatTimeline(await engine.settled(risky)));
+say(`\n— alice, whose token holds flow:decide and payments:approve, approves ${payments[3]!.paymentId} over HTTP —\n`);
+const aliceToken = await new SignJWT({ envs: [engine.env], scope: 'flow:decide payments:approve' })
+  .setProtectedHeader({ alg: 'HS256' })
+  .setSubject('alice@payments')
+  .setExpirationTime('10m')
+  .sign(new TextEncoder().encode(AUTH_SECRET));
+const alice = createFlowClient({ baseUrl: engineUrl, token: aliceToken, env: engine.env });
+await alice.decide(risky, 'approval', { option: 'approve', payload: { note: 'known customer' } });
+say(formatTimeline(await atRest(risky)));
 
 const final = await Promise.all(ids.map((id) => engine.get(id)));
 say(`\n${final.map((r) => `${String(r.correlationId).padEnd(14)} ${r.state}`).join('\n')}`);
 const keys = new Set(service.log.map((l) => l.key));
-say(`\nthe owning service saw ${service.log.length} calls under ${keys.size} idempotency keys (a retry reuses its key).`);
+await service.close(); // waits for its last callback to be answered
+say(`\nthe owning service saw ${service.log.length} calls under ${keys.size} idempotency keys (a retry reuses its key),`);
+say(`and completed ${service.callbacks.length} notifications later through POST /v1/callbacks/{resumeToken}.`);
 
+await api.close();
 await engine.close();
 await db.close();
-await service.close();

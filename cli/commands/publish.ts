@@ -1,21 +1,29 @@
 import { resolve } from 'node:path';
+import { createFlowClient, FlowApiError } from '../../client/index.ts';
 import { PublishError } from '../../compiler/errors.ts';
 import { publish } from '../../compiler/publish.ts';
+import { artifactModules, publishOrder, readArtifactDir } from '../../engine/runtime/artifacts.ts';
 import { flag, parseArgs, UsageError } from '../args.ts';
 
-export const PUBLISH_USAGE = 's8flow publish --to <dir> [--from dist/flow]';
+export const PUBLISH_USAGE = 's8flow publish --to <dir | http(s)://engine> [--token T] [--env E] [--from dist/flow]';
 
 /**
- * `s8flow publish`: copies compiled artifacts into an engine's artifact directory, idempotently by
- * hash. Exit code 0 when everything is published (or already was), 1 when refused
- * (`PUBLISH_VERSION_CONFLICT`: same logicId@version with another hash; nothing is copied).
+ * `s8flow publish`: publishes compiled artifacts, idempotently by hash.
+ * - `--to http(s)://…` uploads each LogicVersion with its WASM modules through the engine's API
+ *   (`--token`, or FLOW_TOKEN), children before their parents, and prints `new`, `unchanged` or
+ *   `conflict` per version. Every node of that engine runs them at once.
+ * - `--to <dir>` copies them into an engine's artifact directory.
+ * Exit code 0 when everything is published (or already was), 1 on any conflict (the same
+ * logicId@version with another hash) or refusal.
  */
 export async function publishCommand(argv: string[]): Promise<number> {
   const args = parseArgs(argv);
   const to = flag(args, 'to');
   if (to === undefined || args.positionals.length > 0) throw new UsageError(`usage: ${PUBLISH_USAGE}`);
+  const from = resolve(flag(args, 'from') ?? 'dist/flow');
+  if (/^https?:\/\//i.test(to)) return publishOverHttp(to, from, flag(args, 'token') ?? process.env['FLOW_TOKEN'], flag(args, 'env'));
   try {
-    const result = await publish({ from: resolve(flag(args, 'from') ?? 'dist/flow'), to: /^[a-z]+:\/\//i.test(to) ? to : resolve(to) });
+    const result = await publish({ from, to: /^[a-z]+:\/\//i.test(to) ? to : resolve(to) });
     const lines = [`published to ${result.target}`];
     for (const key of result.published) lines.push(`  + ${key}`);
     for (const key of result.unchanged) lines.push(`  = ${key} (already published, same hash)`);
@@ -27,4 +35,28 @@ export async function publishCommand(argv: string[]): Promise<number> {
     process.stderr.write(`s8flow publish: ${err.message} [${err.code}]\n`);
     return 1;
   }
+}
+
+/**
+ * One request per version, in dependency order. A conflict does not stop the others (each line
+ * says what happened to its version), but any conflict or refusal makes the exit code 1.
+ */
+async function publishOverHttp(baseUrl: string, from: string, token: string | undefined, env: string | undefined): Promise<number> {
+  if (token === undefined || token === '') throw new UsageError('--to http(s)://… needs --token T (or FLOW_TOKEN): a JWT with flow:publish');
+  const client = createFlowClient({ baseUrl, token, ...(env === undefined ? {} : { env }) });
+  let failed = 0;
+  for (const doc of publishOrder(await readArtifactDir(from))) {
+    const key = `${doc.logicId}@${doc.version}`;
+    try {
+      const result = await client.publishVersion(doc, await artifactModules(from, doc));
+      process.stdout.write(`${result.status.padEnd(9)} ${key} ${result.hash}\n`);
+    } catch (err) {
+      if (!(err instanceof FlowApiError)) throw err;
+      failed++;
+      const what = err.code === 'FLOW_VERSION_CONFLICT' ? 'conflict' : 'refused';
+      process.stdout.write(`${what.padEnd(9)} ${key} ${doc.hash}\n`);
+      process.stderr.write(`s8flow publish: ${key}: ${err.message} [${err.code}]\n`);
+    }
+  }
+  return failed === 0 ? 0 : 1;
 }

@@ -1,27 +1,41 @@
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { FlowError } from '../../contracts/errors.ts';
+import { buildApi } from '../../engine/api/server.ts';
 import { engineOptionsFrom, loadConfig } from '../../engine/config.ts';
 import { artifactModules, publishOrder, readArtifactDir } from '../../engine/runtime/artifacts.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import { openDb } from '../../engine/store/db.ts';
 import { migrate } from '../../engine/store/migrate.ts';
-import { flag, intFlag, parseArgs } from '../args.ts';
+import { flag, intFlag, parseArgs, UsageError } from '../args.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/s8flow.mjs', import.meta.url));
 
+export const START_USAGE =
+  's8flow start [--port N] [--host H] [--no-api] [--no-workers] [--workers N] [--concurrency N] [--artifacts DIR]   (needs DATABASE_URL)';
+
 /**
- * Runs engine workers against DATABASE_URL (the environment is read once, by `loadConfig`) until SIGTERM/SIGINT. `--workers N` starts N worker
- * processes (each with a pool of `--concurrency` instances); any number of these, on any number
- * of machines, can share one Postgres: claims use SKIP LOCKED and every write is fenced.
+ * Serves the HTTP API and runs engine workers in one process against DATABASE_URL (the
+ * environment is read once, by `loadConfig`) until SIGTERM/SIGINT. `--no-api` and `--no-workers`
+ * split the two for separate deployments. `--workers N` starts N processes (the first serves the
+ * API); any number of these, on any number of machines, can share one Postgres: claims use SKIP
+ * LOCKED and every write is fenced.
+ *
+ * On SIGTERM the listener stops first (/readyz answers 503, requests in flight finish), then the
+ * workers stop claiming and let the attempts they hold commit; an attempt cut off mid-call is
+ * left to its lease, and another node takes it over when the lease runs out.
  */
 export async function startCommand(argv: string[]): Promise<number> {
-  const args = parseArgs(argv);
+  const args = parseArgs(argv, ['no-api', 'no-workers']);
+  if (args.positionals.length > 0) throw new UsageError(`usage: ${START_USAGE}`);
   const config = loadConfig();
   const url = config.databaseUrl;
   if (url === undefined) {
     throw new FlowError('CLI_NO_DATABASE', 'set DATABASE_URL=postgres://… for s8flow start (s8flow run uses an embedded store)');
   }
+  const serveApi = flag(args, 'no-api') === undefined;
+  const runWorkers = flag(args, 'no-workers') === undefined;
+  if (!serveApi && !runWorkers) throw new UsageError('--no-api and --no-workers together leave nothing to run');
   const workers = intFlag(args, 'workers', 1);
   if (workers > 1) return supervise(workers, argv.filter((a, i) => a !== '--workers' && argv[i - 1] !== '--workers'));
 
@@ -29,11 +43,13 @@ export async function startCommand(argv: string[]): Promise<number> {
   const db = await openDb(url, { schema: config.schema, poolSize: concurrency + 4 });
   const env = flag(args, 'env') ?? config.env;
   const artifacts = flag(args, 'artifacts');
+  let log: (level: 'info' | 'error', fields: Record<string, unknown>, msg: string) => void = (level, fields, msg) =>
+    process.stderr.write(`${JSON.stringify({ level: level === 'error' ? 50 : 30, time: Date.now(), pid: process.pid, ...fields, msg })}\n`);
   const engine = new Engine(
     engineOptionsFrom(config, db, {
       env,
       worker: { concurrency, leaseMs: intFlag(args, 'lease-ms', 30_000), pollMs: intFlag(args, 'poll-ms', 250) },
-      observer: { onError: (id, err) => process.stderr.write(`error${id ? ` in ${id}` : ''}: ${(err as Error).message}\n`) },
+      observer: { onError: (id, err) => log('error', { ...(id === null ? {} : { workflowId: id }), err: (err as Error).message }, 'engine error') },
     }),
   );
   await migrate(db);
@@ -41,21 +57,41 @@ export async function startCommand(argv: string[]): Promise<number> {
   if (artifacts !== undefined) {
     for (const doc of publishOrder(await readArtifactDir(artifacts))) await engine.publishVersion(env, doc, await artifactModules(artifacts, doc));
   }
-  await engine.workers.start();
-  process.stdout.write(`s8flow: worker ${process.pid} ready (concurrency ${concurrency})\n`);
+
+  const api = serveApi
+    ? await buildApi({
+        engine,
+        auth: { secret: config.auth.secret, jwks: config.auth.jwksUrl, production: config.production },
+        logger: { level: process.env['LOG_LEVEL'] ?? 'info' },
+      })
+    : null;
+  if (api !== null) {
+    const app = api.app;
+    log = (level, fields, msg) => app.log[level](fields, msg);
+    const port = flag(args, 'port') === undefined ? config.listen.port : Number(flag(args, 'port'));
+    if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port takes 0–65535, not ${flag(args, 'port')}`);
+    const address = await app.listen({ host: flag(args, 'host') ?? config.listen.host, port });
+    process.stdout.write(`s8flow: API listening on ${address}\n`);
+  }
+  if (runWorkers) {
+    await engine.workers.start();
+    process.stdout.write(`s8flow: worker ${process.pid} ready (concurrency ${concurrency})\n`);
+  }
 
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', resolve);
     process.once('SIGINT', resolve);
   });
+  log('info', {}, 'shutting down');
+  await api?.close();
   await engine.close();
   await db.close();
   return 0;
 }
 
-/** Starts `n` single-process workers and passes signals on; exits when all have. */
+/** Starts `n` processes, the first serving the API, and passes signals on; exits when all have. */
 async function supervise(n: number, argv: string[]): Promise<number> {
-  const children = Array.from({ length: n }, () => fork(BIN, ['start', ...argv], { stdio: 'inherit' }));
+  const children = Array.from({ length: n }, (_, i) => fork(BIN, ['start', ...argv, ...(i > 0 ? ['--no-api'] : [])], { stdio: 'inherit' }));
   const stop = () => {
     for (const c of children) c.kill('SIGTERM');
   };

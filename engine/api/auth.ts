@@ -1,3 +1,4 @@
+import { createSecretKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createLocalJWKSet, createRemoteJWKSet, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from 'jose';
 import { z } from 'zod';
@@ -53,7 +54,7 @@ export function createAuthenticator(opts: AuthOptions): Authenticate {
   };
 }
 
-function verificationKey(opts: AuthOptions): { key: JWTVerifyGetKey | Uint8Array; algorithms: string[] } {
+function verificationKey(opts: AuthOptions): { key: JWTVerifyGetKey | KeyObject; algorithms: string[] } {
   if (opts.jwks !== undefined && opts.jwks !== '') {
     const key = /^https?:\/\//i.test(opts.jwks)
       ? createRemoteJWKSet(new URL(opts.jwks))
@@ -61,7 +62,8 @@ function verificationKey(opts: AuthOptions): { key: JWTVerifyGetKey | Uint8Array
     return { key, algorithms: JWKS_ALGORITHMS };
   }
   if (opts.production || opts.secret === undefined || opts.secret === '') throw new AuthUnconfigured();
-  return { key: new TextEncoder().encode(opts.secret), algorithms: ['HS256'] };
+  // a KeyObject made once: given raw bytes, jose would import the key again on every request
+  return { key: createSecretKey(Buffer.from(opts.secret, 'utf8')), algorithms: ['HS256'] };
 }
 
 /** jose's stable error codes to ours: expired, keys unreachable, anything else invalid. */

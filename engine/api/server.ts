@@ -10,7 +10,7 @@ import { installProblemHandlers } from './problem.ts';
 import { callbackRoutes } from './routes/callbacks.ts';
 import { decisionRoutes } from './routes/decisions.ts';
 import { eventRoutes } from './routes/events.ts';
-import { healthRoutes, type MetricsSource } from './routes/health.ts';
+import { healthRoutes } from './routes/health.ts';
 import { logicVersionRoutes } from './routes/logic-versions.ts';
 import { verbRoutes } from './routes/verbs.ts';
 import { workflowRoutes } from './routes/workflows.ts';
@@ -24,8 +24,6 @@ export interface ApiOptions {
   publishBodyLimit?: number;
   /** Fastify's pino logger: `false` for none, `true` or pino options. (Default: false) */
   logger?: FastifyServerOptions['logger'];
-  /** Served at /metrics; without it there is no /metrics route. (Default: none) */
-  metrics?: MetricsSource | null;
   /** The operator console at /ui and its routes (live stream, overview, bulk jobs). (Default: served, no dev token) */
   console?: Omit<ConsoleOptions, 'engine'> | false;
 }
@@ -64,7 +62,7 @@ export async function buildApi(opts: ApiOptions): Promise<Api> {
   app.get('/openapi.json', { config: { scope: null }, schema: { hide: true } }, async () => app.swagger());
 
   const { engine } = opts;
-  await app.register(healthRoutes, { engine, metrics: opts.metrics ?? null, accepting: () => accepting });
+  await app.register(healthRoutes, { engine, accepting: () => accepting });
   await app.register(logicVersionRoutes, { engine, publishBodyLimit });
   await app.register(workflowRoutes, { engine });
   await app.register(verbRoutes, { engine });

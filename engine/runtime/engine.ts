@@ -26,6 +26,7 @@ import { startPinned } from './start-instance.ts';
 import { envOfWorkflow } from '../store/audit.ts';
 import type { Instance } from '../core/instance.ts';
 import { onCallback, onResume, type ResumeArgs } from '../core/wake.ts';
+import { EngineMetrics } from './metrics.ts';
 import type { TransitionObserver } from './observer.ts';
 import { type WorkerOptions, WorkerPool } from './worker-pool.ts';
 
@@ -76,6 +77,8 @@ export class Engine {
   readonly outbox: OutboxRelay;
   readonly #callbackHosts: ReadonlySet<string>;
 
+  /** Prometheus metrics (`flow_*`); `render()` gives the `/metrics` body. */
+  readonly metrics: EngineMetrics;
   readonly #versions: Versions;
   /** The module runtime this engine made (none when one was passed in): closed with it. */
   readonly #ownFuncs: FuncRuntime | null;
@@ -92,7 +95,9 @@ export class Engine {
     const given = opts.executors ?? {};
     this.#ownFuncs = given.funcRuntime === undefined && given.func === undefined ? dbFuncRuntime(opts.db) : null;
     const executors = createExecutors(this.#ownFuncs === null ? given : { ...given, funcRuntime: this.#ownFuncs });
-    this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, opts.observer ?? {}, opts.worker);
+    this.metrics = new EngineMetrics(opts.db);
+    const observer = withMetrics(this.metrics, opts.observer ?? {});
+    this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, observer, opts.worker);
     this.ops = new Operations(opts.db, this.logics, this.env, (id, env) => {
       this.workers.wake();
       return this.get(id, env);
@@ -185,6 +190,20 @@ export class Engine {
    * `callback: { url }` receives a notification on every transition into a terminal state.
    */
   async start(request: unknown): Promise<{ id: string; created: boolean }> {
+    const { id, created } = await this.#start(request, false);
+    return { id, created };
+  }
+
+  /**
+   * As `start`, and answers the instance's WorkflowRecord read in the same transaction: what the
+   * HTTP API returns, one transaction (and pool checkout) fewer than `start` then `get`.
+   */
+  async startRecord(request: unknown): Promise<{ record: WorkflowRecord; created: boolean }> {
+    const { record, created } = await this.#start(request, true);
+    return { record: record!, created };
+  }
+
+  async #start(request: unknown, withRecord: boolean): Promise<{ id: string; created: boolean; record: WorkflowRecord | null }> {
     const parsed = CreateWorkflowRequest.safeParse(request);
     if (!parsed.success) {
       throw new BadRequest('the start request', parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
@@ -198,13 +217,14 @@ export class Engine {
       if (found === null) throw new NotFound(`LogicVersion ${req.logicId}${req.version ? `@${req.version}` : ''}`);
       if (!found.active) throw new VersionRetired(req.logicId, req.version);
       const logic = found.doc;
-      return startPinned(c, this.logics, logic, {
+      const started = await startPinned(c, this.logics, logic, {
         env,
         input: req.input,
         correlationId: req.correlationId ?? null,
         idempotencyKey: req.idempotencyKey ?? null,
         callbackUrl: req.callback?.url ?? null,
       });
+      return { ...started, record: withRecord ? await loadRecord(c, started.id) : null };
     });
     this.workers.wake();
     return result;
@@ -251,6 +271,25 @@ export class Engine {
     await this.workers.stop();
     await this.#ownFuncs?.close();
   }
+}
+
+/** The caller's observer, with the metrics fed from the same hooks first. */
+function withMetrics(metrics: EngineMetrics, o: TransitionObserver): TransitionObserver {
+  return {
+    onTransition: (from, t, committed) => {
+      metrics.onTransition(from, t, committed);
+      o.onTransition?.(from, t, committed);
+    },
+    onAttempt: (logic, instance, result, seconds) => {
+      metrics.onAttempt(logic, instance, result, seconds);
+      o.onAttempt?.(logic, instance, result, seconds);
+    },
+    onWake: (logic, stored) => {
+      metrics.onWake(logic, stored);
+      o.onWake?.(logic, stored);
+    },
+    ...(o.onError ? { onError: o.onError } : {}),
+  };
 }
 
 /** A signing secret as configured, or a fixed development value anywhere but production. */

@@ -1,10 +1,17 @@
+import type { LogicVersion } from '../../contracts/index.ts';
 import type { Instance } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
+import type { EffectResult } from '../executors/index.ts';
+import type { Stored } from '../store/rows.ts';
 
 /** Hooks for logs, timelines and tests; none of them may throw. */
 export interface TransitionObserver {
   /** Called after each commit attempt; `committed` is false when the write was fenced out. */
   onTransition?(from: Instance, t: Transition, committed: boolean): void;
+  /** An attempt's executor returned, after `seconds` (its outcome is committed next). */
+  onAttempt?(logic: LogicVersion, instance: Instance, result: EffectResult, seconds: number): void;
+  /** A claimer is applying the wakes (fired timers, children ended) of a woken instance. */
+  onWake?(logic: LogicVersion, stored: Stored): void;
   /** An unexpected error; `workflowId` is null for errors of the poll loop (database away). */
   onError?(workflowId: string | null, err: unknown): void;
 }

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type LogicVersion, TERMINAL_STATES } from '../../contracts/index.ts';
 import { beginClaimed, isUnstarted, onOutcome, onProgress } from '../core/flow.ts';
@@ -194,6 +195,7 @@ export class WorkerPool {
     for (;;) {
       const { instance } = stored;
       const logic = await this.logics.get(instance.env, instance.logicHash);
+      if (instance.state === 'waiting') this.observer.onWake?.(logic, stored);
       const t = isUnstarted(instance)
         ? await beginClaimed(logic, instance)
         : instance.state === 'waiting'
@@ -226,7 +228,9 @@ export class WorkerPool {
 
   /** Executes the prepared attempt and lets the core decide what its result means. */
   async #step(logic: LogicVersion, instance: Instance, token: string): Promise<Transition> {
+    const began = performance.now();
     const result = await this.#withHeartbeat(instance.id, token, () => executeAttempt(logic, instance, this.executors, this.tokens));
+    this.observer.onAttempt?.(logic, instance, result, (performance.now() - began) / 1000);
     return result.status === 'progress' ? onProgress(logic, instance, result.record) : onOutcome(logic, instance, result);
   }
 

@@ -19,12 +19,11 @@ interface Row {
   in_flight: number;
 }
 
-const TERMINAL = `('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered')`;
-
+// the states that have not ended, as the partial index workflows_live (migration 0004) lists them
 const SELECT = `
   SELECT lv.logic_id, lv.version, lv.hash, lv.active, lv.published_at,
          (SELECT count(*)::int FROM workflows w
-          WHERE w.logic_id = lv.logic_id AND w.version = lv.version AND w.state NOT IN ${TERMINAL}) AS in_flight
+          WHERE w.logic_id = lv.logic_id AND w.version = lv.version AND w.state IN ('pending', 'processing', 'waiting', 'compensating')) AS in_flight
   FROM logic_versions lv`;
 
 /** Every version published in the caller's env, by logicId then version. */

@@ -28,12 +28,20 @@ interface StepRunRow {
   finished_at: Date | null;
 }
 
-/** The public WorkflowRecord (DESIGN.md §8): the instance row plus every attempt, in order. */
+/**
+ * The public WorkflowRecord (DESIGN.md §8): the instance row plus every attempt, in order — in
+ * one statement, since the API answers a record on every start and read.
+ */
 export async function loadRecord(c: Client, id: string): Promise<WorkflowRecord | null> {
-  const wf = await c.query<WorkflowRow>('SELECT * FROM workflows WHERE id = $1', [id]);
+  const wf = await c.query<WorkflowRow & { runs: (Omit<StepRunRow, 'started_at' | 'finished_at'> & { started_at: string; finished_at: string | null })[] }>(
+    `SELECT w.*, coalesce((SELECT json_agg(r ORDER BY r.seq) FROM step_runs r WHERE r.workflow_id = w.id), '[]') AS runs
+       FROM workflows w WHERE w.id = $1`,
+    [id],
+  );
   const row = wf.rows[0];
   if (row === undefined) return null;
-  const runs = await c.query<StepRunRow>('SELECT * FROM step_runs WHERE workflow_id = $1 ORDER BY seq', [id]);
+  // json_agg gives timestamps as text; read back as Dates they print exactly as the row's columns do
+  const runs = { rows: row.runs.map((r): StepRunRow => ({ ...r, started_at: new Date(r.started_at), finished_at: r.finished_at === null ? null : new Date(r.finished_at) })) };
   const { instance: i } = toStored(row);
   return {
     id: i.id,

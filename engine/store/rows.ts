@@ -8,6 +8,8 @@ export interface Stored {
   leaseToken: string | null;
   /** What woke a waiting instance since it parked (fired timers), for the worker that claims it. */
   wakes: Wake[];
+  /** When the row last changed and when it became runnable (database clock), as claimed. */
+  timing?: { updatedAt: Date; runAt: Date };
 }
 
 export interface Wake {
@@ -38,6 +40,7 @@ export interface WorkflowRow {
   branch_index: number | null;
   created_at: Date;
   updated_at: Date;
+  run_at: Date;
 }
 
 export function toStored(r: WorkflowRow): Stored {
@@ -45,6 +48,7 @@ export function toStored(r: WorkflowRow): Stored {
     rowVersion: Number(r.row_version),
     leaseToken: r.lease_token,
     wakes: Object.values(r.wakes ?? {}),
+    timing: { updatedAt: r.updated_at, runAt: r.run_at },
     instance: {
       id: r.id,
       env: r.env_id,

@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const CATALOGUE = join(ROOT, 'docs/errors.md');
-const SOURCE_DIRS = ['contracts', 'sdk', 'compiler', 'host-functions', 'engine', 'cli'];
+const SOURCE_DIRS = ['contracts', 'sdk', 'compiler', 'host-functions', 'engine', 'cli', 'client'];
 const SOURCE_EXTENSIONS = new Set(['.ts', '.mjs']);
 const CODE = /\b(?:FLOW|FUNC|COMPILE|SDK|PUBLISH|CLI)_[A-Z0-9_]+\b/g;
 const WHOLE_CODE = /^(?:FLOW|FUNC|COMPILE|SDK|PUBLISH|CLI)_[A-Z0-9_]+$/;

@@ -18,10 +18,14 @@ export interface WorkerProcessOptions {
   concurrency?: number;
   leaseMs?: number;
   pollMs?: number;
+  /** Extra arguments of `s8flow start` (e.g. `--artifacts DIR`). */
+  args?: string[];
   /** Extra environment (e.g. PGAPPNAME to recognise its connections). */
   extraEnv?: Record<string, string>;
   /** How long to wait for the "ready" line. (Default: 30000) */
   readyTimeoutMs?: number;
+  /** Serve the HTTP API too (then pass `--port` in `args`); otherwise `--no-api`. (Default: false) */
+  api?: boolean;
 }
 
 /** One `s8flow start` process (a single worker, no supervisor): its pid is the worker itself. */
@@ -52,7 +56,7 @@ export class WorkerProcess {
 
   /** Starts a worker and resolves once it has migrated, started its pool and said so. */
   static async start(o: WorkerProcessOptions): Promise<WorkerProcess> {
-    const args = ['start', '--concurrency', String(o.concurrency ?? 4), '--lease-ms', String(o.leaseMs ?? 1500), '--poll-ms', String(o.pollMs ?? 50)];
+    const args = ['start', '--concurrency', String(o.concurrency ?? 4), '--lease-ms', String(o.leaseMs ?? 1500), '--poll-ms', String(o.pollMs ?? 50), ...(o.api ? [] : ['--no-api']), ...(o.args ?? [])];
     const child = spawn(process.execPath, [BIN, ...args], {
       env: {
         ...process.env,

@@ -5,21 +5,14 @@ import type { Engine } from '../../runtime/engine.ts';
 import { NotReady } from '../errors.ts';
 import { PROBLEMS } from './shared.ts';
 
-/** A Prometheus registry, as prom-client's `Registry` exposes it. */
-export interface MetricsSource {
-  contentType: string;
-  metrics(): Promise<string>;
-}
-
 export interface HealthOptions {
   engine: Engine;
-  metrics: MetricsSource | null;
   /** False once shutdown began, so load balancers stop sending before the listener closes. */
   accepting: () => boolean;
 }
 
 /** Liveness, readiness (the database answers) and Prometheus metrics; no token. */
-export const healthRoutes: FastifyPluginAsyncZod<HealthOptions> = async (app, { engine, metrics, accepting }) => {
+export const healthRoutes: FastifyPluginAsyncZod<HealthOptions> = async (app, { engine, accepting }) => {
   app.get(
     '/healthz',
     { config: { scope: null }, logLevel: 'warn', schema: { tags: ['operations'], summary: 'The process is alive', response: { 200: Health } } },
@@ -44,15 +37,16 @@ export const healthRoutes: FastifyPluginAsyncZod<HealthOptions> = async (app, { 
     },
   );
 
-  if (metrics !== null) {
-    app.get(
-      '/metrics',
-      {
-        config: { scope: null },
-        logLevel: 'warn',
-        schema: { tags: ['operations'], summary: 'Prometheus metrics (flow_*)', response: { 200: z.string() } },
-      },
-      async (_req, reply) => reply.type(metrics.contentType).serializer((s: string) => s).send(await metrics.metrics()),
-    );
-  }
+  app.get(
+    '/metrics',
+    {
+      config: { scope: null },
+      logLevel: 'warn',
+      schema: { tags: ['operations'], summary: 'Prometheus metrics (flow_*); the database gauges are read once per scrape', response: { 200: z.string() } },
+    },
+    async (_req, reply) => {
+      const { contentType, body } = await engine.metrics.render();
+      return reply.type(contentType).serializer((s: string) => s).send(body);
+    },
+  );
 };

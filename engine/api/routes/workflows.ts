@@ -34,10 +34,9 @@ export const workflowRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (
       const { env } = req.params;
       requireScope(principalOf(req), 'flow:start', req.body.logicId, `starting ${req.body.logicId}`);
       const key = req.headers['idempotency-key'];
-      const { id, created } = await engine.start({ ...req.body, env, ...(key === undefined ? {} : { idempotencyKey: key }) });
-      const log = req.log.child({ workflowId: id });
-      log.info({ logicId: req.body.logicId, created }, created ? 'workflow started' : 'start replayed');
-      return reply.code(created ? 201 : 200).send(await engine.get(id, env));
+      const { record, created } = await engine.startRecord({ ...req.body, env, ...(key === undefined ? {} : { idempotencyKey: key }) });
+      req.log.child({ workflowId: record.id }).info({ logicId: req.body.logicId, created }, created ? 'workflow started' : 'start replayed');
+      return reply.code(created ? 201 : 200).send(record);
     },
   );
 

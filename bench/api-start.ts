@@ -1,0 +1,75 @@
+import { performance } from 'node:perf_hooks';
+import { Worker } from 'node:worker_threads';
+import { SignJWT } from 'jose';
+import type { LogicVersion } from '../contracts/index.ts';
+import { buildApi } from '../engine/api/server.ts';
+import type { Engine } from '../engine/runtime/engine.ts';
+import { pool } from './support.ts';
+
+/**
+ * The HTTP clients run in a worker thread, as an owning service runs in its own process: on the
+ * engine's thread they would take the CPU the server needs, which in-process starts never pay.
+ */
+const CLIENT = `
+const http = require('node:http');
+const { parentPort, workerData: { url, headers, body, total, concurrency } } = require('node:worker_threads');
+const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+const once = () => new Promise((resolve, reject) => {
+  const req = http.request(url, { method: 'POST', agent, headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+    res.resume();
+    res.on('end', () => (res.statusCode === 201 ? resolve() : reject(new Error('API start answered ' + res.statusCode))));
+  });
+  req.on('error', reject);
+  req.end(body);
+});
+let next = 0;
+const t0 = performance.now();
+Promise.all(Array.from({ length: concurrency }, async () => { while (next < total) { next++; await once(); } }))
+  .then(() => parentPort.postMessage({ seconds: (performance.now() - t0) / 1000 }), (err) => parentPort.postMessage({ error: err.message }));
+`;
+
+const SECRET = 'bench-only-hs256-secret-0123456789abcdef';
+
+/**
+ * API start throughput (issue 11): starts per second over HTTP — each a POST that validates the
+ * body, verifies a JWT, starts the instance and answers its WorkflowRecord — at `concurrency`
+ * clients (in a worker thread), against `engine.start()` in process on the same engine, in the same run. Workers are
+ * not started, so both measure starting alone. In-process runs before and after HTTP, and the
+ * ratio is taken to their mean, so drift on a shared machine shows rather than hides.
+ */
+export async function apiStartThroughput(engine: Engine, logic: LogicVersion, total: number, concurrency: number) {
+  const api = await buildApi({ engine, auth: { secret: SECRET, production: false } });
+  const base = await api.app.listen({ host: '127.0.0.1', port: 0 });
+  const jwt = await new SignJWT({ envs: [engine.env], scope: 'flow:start flow:read' })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setSubject('bench')
+    .setExpirationTime('1h')
+    .sign(new TextEncoder().encode(SECRET));
+  const headers = { authorization: `Bearer ${jwt}` };
+  const url = `${base}/v1/envs/${engine.env}/workflows`;
+
+  const inProcess = async (n: number) => {
+    const t0 = performance.now();
+    await pool(n, concurrency, async () => {
+      await engine.start({ logicId: logic.logicId, input: {} });
+    });
+    return n / ((performance.now() - t0) / 1000);
+  };
+  const overHttp = async (n: number) => {
+    const body = JSON.stringify({ logicId: logic.logicId, input: {} });
+    const worker = new Worker(CLIENT, { eval: true, workerData: { url, headers, body, total: n, concurrency } });
+    const result = await new Promise<{ seconds?: number; error?: string }>((resolve) => worker.once('message', resolve));
+    await worker.terminate();
+    if (result.error !== undefined) throw new Error(result.error);
+    return n / result.seconds!;
+  };
+
+  await inProcess(Math.min(200, total));
+  await overHttp(Math.min(200, total));
+  const before = await inProcess(total);
+  const http = await overHttp(total);
+  const after = await inProcess(total);
+  await api.close();
+  const local = (before + after) / 2;
+  return { http, local, before, after, ratio: http / local };
+}

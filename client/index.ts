@@ -1,0 +1,111 @@
+/**
+ * `sentin8-flow/client`: a small typed HTTP client for owning services and CI, typed from the
+ * same zod contracts that the engine's API validates with (DESIGN.md §10).
+ *
+ * ```ts
+ * const flow = createFlowClient({ baseUrl: 'https://engine.internal', token: process.env.FLOW_TOKEN, env: 'payments' });
+ * const run = await flow.start({ logicId: 'payments.capture', input }, { idempotencyKey: paymentId });
+ * await flow.completeCallback(resumeToken, { output: { captureId } });
+ * ```
+ */
+import type { CallbackRequest, CallbackResponse } from '../contracts/api/callbacks.ts';
+import type { DecisionRequest } from '../contracts/api/decisions.ts';
+import type { IngestEventBody, IngestEventResponse } from '../contracts/api/events.ts';
+import type { PublishVersionResponse } from '../contracts/api/logic-versions.ts';
+import type { Problem } from '../contracts/api/problem.ts';
+import type { StartWorkflowBody } from '../contracts/api/workflows.ts';
+import { FlowError } from '../contracts/errors.ts';
+import type { WorkflowRecord } from '../contracts/record.ts';
+
+export type { CallbackRequest, CallbackResponse, DecisionRequest, IngestEventBody, IngestEventResponse, PublishVersionResponse, Problem, StartWorkflowBody, WorkflowRecord };
+
+export interface FlowClientOptions {
+  /** The engine's base URL, e.g. `https://engine.internal/`. */
+  baseUrl: string;
+  /** A bearer JWT; not needed for `completeCallback`, where the resume token authenticates. */
+  token?: string;
+  /** The env every call acts in. (Default: `default`) */
+  env?: string;
+  /** (Default: the global fetch) */
+  fetch?: typeof fetch;
+}
+
+/** The engine answered with a problem (`code` is its stable FLOW_… code), or not at all. */
+export class FlowApiError extends FlowError {
+  readonly problem: Problem | null;
+  constructor(status: number, problem: Problem | null, fallback: string) {
+    super(problem?.code ?? 'FLOW_CLIENT_BAD_RESPONSE', problem?.detail ?? fallback, { status, details: problem?.errors });
+    this.name = 'FlowApiError';
+    this.problem = problem;
+  }
+}
+
+export interface FlowClient {
+  /** Starts a workflow; `created` is false when the idempotency key replayed an earlier start. */
+  start(body: StartWorkflowBody, opts?: { idempotencyKey?: string }): Promise<{ record: WorkflowRecord; created: boolean }>;
+  get(id: string): Promise<WorkflowRecord>;
+  /** Completes a step the service answered `202 {"status":"waiting"}`, with its X-Flow-Resume-Token. */
+  completeCallback(resumeToken: string, body: CallbackRequest): Promise<CallbackResponse>;
+  decide(id: string, step: string, body: DecisionRequest): Promise<WorkflowRecord>;
+  ingestEvent(body: IngestEventBody): Promise<IngestEventResponse>;
+  /** Publishes a LogicVersion with its modules (sha256 hex → bytes); `unchanged` when already there. */
+  publishVersion(logicVersion: object, modules?: Record<string, Uint8Array>): Promise<PublishVersionResponse>;
+}
+
+export function createFlowClient(opts: FlowClientOptions): FlowClient {
+  const base = opts.baseUrl.replace(/\/+$/, '');
+  const env = encodeURIComponent(opts.env ?? 'default');
+  const doFetch = opts.fetch ?? fetch;
+
+  async function call<T>(method: string, path: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: T }> {
+    let res: Response;
+    try {
+      res = await doFetch(`${base}${path}`, {
+        method,
+        headers: {
+          accept: 'application/json, application/problem+json',
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}),
+          ...headers,
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    } catch (err) {
+      throw new FlowError('FLOW_CLIENT_UNREACHABLE', `${method} ${base}${path}: ${(err as Error).message}`, { status: 503, cause: err });
+    }
+    const text = await res.text();
+    let parsed: unknown = null;
+    try {
+      parsed = text === '' ? null : JSON.parse(text);
+    } catch {}
+    if (!res.ok) {
+      const problem = parsed !== null && typeof (parsed as Problem).code === 'string' ? (parsed as Problem) : null;
+      throw new FlowApiError(res.status, problem, `${method} ${path} answered ${res.status}: ${text.slice(0, 300)}`);
+    }
+    return { status: res.status, body: parsed as T };
+  }
+
+  return {
+    async start(body, o = {}) {
+      const r = await call<WorkflowRecord>('POST', `/v1/envs/${env}/workflows`, body, o.idempotencyKey ? { 'idempotency-key': o.idempotencyKey } : {});
+      return { record: r.body, created: r.status === 201 };
+    },
+    async get(id) {
+      return (await call<WorkflowRecord>('GET', `/v1/envs/${env}/workflows/${encodeURIComponent(id)}`, undefined)).body;
+    },
+    async completeCallback(resumeToken, body) {
+      return (await call<CallbackResponse>('POST', `/v1/callbacks/${encodeURIComponent(resumeToken)}`, body)).body;
+    },
+    async decide(id, step, body) {
+      return (await call<WorkflowRecord>('POST', `/v1/envs/${env}/workflows/${encodeURIComponent(id)}/decisions/${encodeURIComponent(step)}`, body)).body;
+    },
+    async ingestEvent(body) {
+      return (await call<IngestEventResponse>('POST', `/v1/envs/${env}/events`, body)).body;
+    },
+    async publishVersion(logicVersion, modules = {}) {
+      const encoded = Object.fromEntries(Object.entries(modules).map(([sha, bytes]) => [sha, Buffer.from(bytes).toString('base64')]));
+      const body = { logicVersion, ...(Object.keys(encoded).length > 0 ? { modules: encoded } : {}) };
+      return (await call<PublishVersionResponse>('POST', `/v1/envs/${env}/logic-versions`, body)).body;
+    },
+  };
+}

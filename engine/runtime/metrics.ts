@@ -1,0 +1,102 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { type LogicVersion, TERMINAL_STATES } from '../../contracts/index.ts';
+import { durationMs } from '../core/durations.ts';
+import type { Instance } from '../core/instance.ts';
+import type { Transition } from '../core/transition.ts';
+import type { EffectResult } from '../executors/index.ts';
+import type { Db } from '../store/db.ts';
+import { readGauges } from '../store/read-gauges.ts';
+import type { Stored } from '../store/rows.ts';
+import { asScheduler } from '../store/tx.ts';
+import type { TransitionObserver } from './observer.ts';
+
+/**
+ * The engine's Prometheus metrics (`flow_*`). Gauges that describe the database are read with one
+ * query per scrape (`readGauges`), so every node reports the same numbers; histograms and
+ * counters count what this process did, and Prometheus sums them across nodes.
+ */
+export class EngineMetrics implements TransitionObserver {
+  readonly registry = new Registry();
+  readonly #db: Db;
+  readonly #instances = new Gauge({ name: 'flow_instances', help: 'Instances that have not ended, by env, logic id and state', labelNames: ['env', 'logic_id', 'state'], registers: [this.registry] });
+  readonly #runnable = new Gauge({ name: 'flow_runnable_instances', help: 'Instances a worker could claim now (the runnable queue depth)', registers: [this.registry] });
+  readonly #oldest = new Gauge({ name: 'flow_oldest_runnable_age_seconds', help: 'How long the oldest runnable instance has been runnable (0: none); the number to autoscale on', registers: [this.registry] });
+  readonly #parked = new Gauge({ name: 'flow_parked_instances', help: 'Waiting instances by env and what they wait for: decision, callback, delay or children', labelNames: ['env', 'reason'], registers: [this.registry] });
+  readonly #stepSeconds = new Histogram({
+    name: 'flow_step_duration_seconds',
+    help: 'How long executing one attempt took, by effect kind (proxy, http, func, or compensation:<kind>) and outcome',
+    labelNames: ['kind', 'outcome'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+  readonly #retries = new Counter({ name: 'flow_retries_total', help: 'Retries scheduled after a transient failure, of steps or compensations', labelNames: ['kind'], registers: [this.registry] });
+  readonly #deadLetters = new Counter({ name: 'flow_dead_letters_total', help: 'Instances that went to dead_lettered, by env and logic id', labelNames: ['env', 'logic_id'], registers: [this.registry] });
+  readonly #compensations = new Counter({ name: 'flow_compensations_total', help: 'Compensation attempts executed, by outcome', labelNames: ['outcome'], registers: [this.registry] });
+  readonly #ended = new Counter({ name: 'flow_instances_ended_total', help: 'Instances that reached a terminal state, by env, logic id and state', labelNames: ['env', 'logic_id', 'state'], registers: [this.registry] });
+  readonly #timerLateness = new Histogram({
+    name: 'flow_timer_lateness_seconds',
+    help: 'How long after it was due a delay or deadline timer fired (database clock)',
+    labelNames: ['purpose'],
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [this.registry],
+  });
+
+  constructor(db: Db) {
+    this.#db = db;
+  }
+
+  /** The Prometheus text exposition: the database gauges read afresh, then everything. */
+  async render(): Promise<{ contentType: string; body: string }> {
+    const rows = await asScheduler(this.#db, readGauges);
+    // reset first: a label set that has gone from the database must go from the scrape too
+    for (const g of [this.#instances, this.#parked, this.#runnable, this.#oldest]) g.reset();
+    this.#runnable.set(0);
+    this.#oldest.set(0);
+    for (const r of rows) {
+      if (r.metric === 'instances') this.#instances.set({ env: r.env_id!, logic_id: r.logic_id!, state: r.label! }, r.value);
+      else if (r.metric === 'parked') this.#parked.set({ env: r.env_id!, reason: r.label! }, r.value);
+      else if (r.metric === 'runnable') this.#runnable.set(r.value);
+      else this.#oldest.set(r.value);
+    }
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  /** An attempt was executed (before its outcome is committed). */
+  onAttempt(logic: LogicVersion, instance: Instance, result: EffectResult, seconds: number): void {
+    const running = instance.ctx.running;
+    if (running === null) return;
+    const step = logic.steps[running.step];
+    const compensation = running.kind === 'compensation';
+    const kind = compensation ? `compensation:${step?.compensate?.kind}` : (step?.kind ?? 'unknown');
+    const outcome = result.status === 'failed' ? (result.retryable ? 'failed_transient' : 'failed_permanent') : result.status;
+    this.#stepSeconds.observe({ kind, outcome }, seconds);
+    if (compensation) this.#compensations.inc({ outcome });
+  }
+
+  onTransition(from: Instance, t: Transition, committed: boolean): void {
+    if (!committed) return;
+    if (t.cause === 'retry_scheduled') this.#retries.inc({ kind: 'step' });
+    if (t.cause === 'compensation_retry_scheduled') this.#retries.inc({ kind: 'compensation' });
+    const to = t.instance.state;
+    if (to === from.state || !TERMINAL_STATES.has(to as never)) return;
+    this.#ended.inc({ env: t.instance.env, logic_id: t.instance.logicId, state: to });
+    if (to === 'dead_lettered') this.#deadLetters.inc({ env: t.instance.env, logic_id: t.instance.logicId });
+  }
+
+  /**
+   * A claimer applied the wakes of a woken instance. A timer fired at the row's `run_at` (set by
+   * fire_due_timers()) and was due `delayMs` after the park committed (`updated_at`): both on the
+   * database clock. A delay `until` a computed time is not observed (its due time is not on the row).
+   */
+  onWake(logic: LogicVersion, stored: Stored): void {
+    const { instance, timing } = stored;
+    const step = logic.steps[instance.currentStep ?? ''];
+    if (timing === undefined || step === undefined) return;
+    for (const wake of stored.wakes) {
+      const iso = wake.purpose === 'delay' && step.kind === 'delay' ? step.duration : wake.purpose === 'deadline' && step.kind === 'decision' ? step.deadline : undefined;
+      if (iso === undefined) continue;
+      const late = timing.runAt.getTime() - (timing.updatedAt.getTime() + durationMs(iso));
+      this.#timerLateness.observe({ purpose: wake.purpose }, Math.max(0, late) / 1000);
+    }
+  }
+}
