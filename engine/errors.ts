@@ -97,3 +97,10 @@ export class AuthKeysMissing extends FlowError {
     super('FLOW_AUTH_JWKS_MISSING', `${variable} is not set: in production API tokens are verified against a JWKS (a URL or a file path)`);
   }
 }
+
+/** An uploaded module would be refused when a step loads it (bad wasm, an undeclared import, memory over the cap). */
+export class ModuleInvalid extends FlowError {
+  constructor(logic: LogicVersion, name: string, code: string, why: string) {
+    super('FLOW_MODULE_INVALID', `${logic.logicId}@${logic.version} module ${name}: ${why} [${code}]`, { status: 422, details: [code] });
+  }
+}
