@@ -20,6 +20,7 @@ import { Engine } from '../engine/runtime/engine.ts';
 import { type Db, openDb } from '../engine/store/db.ts';
 import { dropSchema, migrate } from '../engine/store/migrate.ts';
 import { makeLogic } from '../test/contracts/helpers.ts';
+import { TEST_MODULE_BYTES, TEST_MODULES } from '../test/support/ledger-executor.ts';
 import { fmt, pool } from './support.ts';
 
 const url = process.env['DATABASE_URL'];
@@ -33,7 +34,7 @@ const SHORT_OVER_MS = 15_000;
 const out = (s: string) => process.stdout.write(`${s}\n`);
 
 /** The steps around the delay are func steps, run by a stub executor: only the timers cost. */
-const OPS = { ops: { sha256: '0'.repeat(64), imports: {} } };
+const OPS = TEST_MODULES;
 
 const logic: LogicVersion = makeLogic({
   logicId: 'bench.timers',
@@ -103,8 +104,8 @@ async function run(label: string, spreadMs: number | null): Promise<Result> {
     executors: { func: async () => ({ status: 'succeeded', output: { ok: true } }) },
   });
   try {
-    await engine.publish(logic);
-    await engine.publish(shortDelay);
+    await engine.publishVersion(engine.env, logic, TEST_MODULE_BYTES);
+    await engine.publishVersion(engine.env, shortDelay, TEST_MODULE_BYTES);
     if (spreadMs === null) return await shortDelays(label, db, engine);
     await pool(TIMERS, 32, async () => {
       await engine.start({ logicId: logic.logicId, input: {} });

@@ -3,7 +3,7 @@ import { Engine } from '../../engine/runtime/engine.ts';
 import { type Db, openDb } from '../../engine/store/db.ts';
 import { closeTestDb, openTestDb } from '../support/db.ts';
 import { uniqueLogic } from '../support/engine.ts';
-import { func, LedgerExecutor, outcomes, TEST_MODULES } from '../support/ledger-executor.ts';
+import { func, LedgerExecutor, outcomes, TEST_MODULE_BYTES, TEST_MODULES } from '../support/ledger-executor.ts';
 import { attemptViolations, committedSuccess, stateCounts, waitFor } from '../support/store-checks.ts';
 
 /**
@@ -75,7 +75,7 @@ describe.skipIf(!DATABASE_URL)('two worker pools on one schema', () => {
       },
     });
     const [e1, e2] = engines as [Engine, Engine];
-    await e1.publish(logic, ENV);
+    await e1.publishVersion(ENV, logic, TEST_MODULE_BYTES);
     // both pools are running before the first instance exists, so every claim is contested
     await e1.workers.start();
     await e2.workers.start();

@@ -9,7 +9,7 @@ import { asScheduler } from '../../engine/store/tx.ts';
 import { cloneInstances } from '../support/bulk-instances.ts';
 import { closeTestDb, openTestDb } from '../support/db.ts';
 import { uniqueLogic } from '../support/engine.ts';
-import { func, LedgerExecutor, outcomes, TEST_MODULES } from '../support/ledger-executor.ts';
+import { func, LedgerExecutor, outcomes, TEST_MODULE_BYTES, TEST_MODULES } from '../support/ledger-executor.ts';
 import { PgCluster } from '../support/pg-cluster.ts';
 import { attemptViolations, committedSuccess, retrying, stateCounts, waitFor } from '../support/store-checks.ts';
 import { killAll, WorkerProcess } from '../support/worker-process.ts';
@@ -128,7 +128,7 @@ describe.skipIf(!DATABASE_URL)('10,000 timers due at once, four pollers', () => 
     });
     const t0 = Date.now();
     const starter = engines[0]!;
-    await starter.publish(logic, ENV);
+    await starter.publishVersion(ENV, logic, TEST_MODULE_BYTES);
     const templates: string[] = [];
     for (let i = 0; i < 20; i++) templates.push((await starter.start({ logicId: logic.logicId, input: { i }, env: ENV })).id);
     await cloneInstances(db, templates, TIMERS - templates.length);
@@ -212,7 +212,7 @@ describe.skipIf(!DATABASE_URL || !PgCluster.available())('timers due while Postg
       start: 'wait',
       steps: { wait: { kind: 'delay', duration: 'PT1H', next: 'after' }, after: { kind: 'pass', input: '"done"' } },
     });
-    await engine.publish(logic, ENV);
+    await engine.publishVersion(ENV, logic, TEST_MODULE_BYTES);
     const templates: string[] = [];
     for (let i = 0; i < 10; i++) templates.push((await engine.start({ logicId: logic.logicId, input: { i }, env: ENV })).id);
     await cloneInstances(db, templates, TIMERS - templates.length);

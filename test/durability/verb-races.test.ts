@@ -6,7 +6,7 @@ import type { Transition } from '../../engine/core/transition.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { OPERATOR, uniqueLogic } from '../support/engine.ts';
-import { func, LedgerExecutor, outcomes, TEST_MODULES } from '../support/ledger-executor.ts';
+import { func, LedgerExecutor, outcomes, TEST_MODULE_BYTES, TEST_MODULES } from '../support/ledger-executor.ts';
 import { attemptViolations, committedSuccess, succeededKeys, waitFor, waitUntilAtRest } from '../support/store-checks.ts';
 
 /**
@@ -84,7 +84,7 @@ describeEachDriver('verb and worker races', (getDb, driver) => {
     });
 
   async function startHeld(logic = reserveWork(), op = 'work') {
-    await engine.publish(logic, ENV);
+    await engine.publishVersion(ENV, logic, TEST_MODULE_BYTES);
     const tag = `${logic.logicId}:${Math.random()}`;
     const held = lx.gates.hold((c) => c.op === op && (c.input as { tag?: string } | null)?.tag === tag);
     const { id } = await engine.start({ logicId: logic.logicId, input: { tag }, env: ENV });
@@ -215,7 +215,7 @@ describeEachDriver('verb and worker races', (getDb, driver) => {
         c: func('c'),
       },
     });
-    await engine.publish(logic, ENV);
+    await engine.publishVersion(ENV, logic, TEST_MODULE_BYTES);
     const n = driver === 'postgres' ? 120 : 40;
     const ids: string[] = [];
     for (let i = 0; i < n; i++) ids.push((await engine.start({ logicId: logic.logicId, input: { i }, env: ENV })).id);

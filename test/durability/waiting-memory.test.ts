@@ -6,7 +6,7 @@ import type { Db } from '../../engine/store/db.ts';
 import { cloneInstances } from '../support/bulk-instances.ts';
 import { closeTestDb, openTestDb } from '../support/db.ts';
 import { uniqueLogic } from '../support/engine.ts';
-import { func, TEST_MODULES } from '../support/ledger-executor.ts';
+import { func, TEST_MODULE_BYTES, TEST_MODULES } from '../support/ledger-executor.ts';
 import { stateCounts, waitFor } from '../support/store-checks.ts';
 
 /**
@@ -70,7 +70,7 @@ describe.skipIf(!DATABASE_URL)('100,000 waiting instances', () => {
         after: func('after'),
       },
     });
-    await engine.publish(logic, ENV);
+    await engine.publishVersion(ENV, logic, TEST_MODULE_BYTES);
     const templates: string[] = [];
     for (let i = 0; i < 10; i++) templates.push((await engine.start({ logicId: logic.logicId, input: { i }, env: ENV })).id);
     const clones = await cloneInstances(db, templates, WAITING - templates.length);

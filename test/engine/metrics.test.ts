@@ -85,6 +85,11 @@ describeEachDriver('metrics', (getDb) => {
     }
     await settle(engine);
     await advance(engine, 3_600_000); // the PT1H delays fire; the P2D ones stay parked
+    // pending but not runnable: a retry an hour away
+    const backoff = uniqueLogic({ start: 'p_backoff', steps: { p_backoff: { kind: 'proxy', path: '/broken', retry: { maxAttempts: 2, initialMs: 3_600_000 } } } });
+    await engine.publishVersion(ENVS[0]!, backoff);
+    await engine.start({ logicId: backoff.logicId, input: {}, env: ENVS[0] });
+    await engine.workers.drain();
     // work nobody has claimed yet: the runnable queue
     for (let i = 0; i < 3; i++) await engine.start({ logicId: flows[0]!.logicId, input: {}, env: ENVS[0] });
 
@@ -127,7 +132,7 @@ describeEachDriver('metrics', (getDb) => {
            AND r.generation = s.generation AND r.attempt = s.attempt + 1) GROUP BY s.kind`,
     );
     expect(table(samples, 'flow_retries_total', ['kind'])).toEqual(Object.fromEntries(retried.map((r) => [r.kind, r.n])));
-    expect(table(samples, 'flow_retries_total', ['kind'])).toEqual({ step: 2, compensation: 2 });
+    expect(table(samples, 'flow_retries_total', ['kind'])).toEqual({ step: 3, compensation: 2 });
 
     const dead = await sql<{ k: string; n: number }>(`SELECT env_id || '|' || logic_id AS k, count(*)::int AS n FROM workflows WHERE state = 'dead_lettered' GROUP BY 1`);
     expect(dead).toHaveLength(2);

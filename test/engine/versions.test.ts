@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -65,6 +66,20 @@ describeEachDriver('versions and modules in the database', (getDb, driver) => {
     });
     await expect(engine.publishVersion(ENV, doc)).rejects.toMatchObject({ code: 'FLOW_MODULE_MISSING', status: 422 });
     expect({ modules: await count('modules'), versions: await count('logic_versions') }).toEqual(before);
+  });
+
+  it('refuses a module a step could never load: not wasm, or importing a host function the version does not declare', async () => {
+    const before = await count('modules');
+    const garbage = new TextEncoder().encode('not wasm at all');
+    const garbageHash = createHash('sha256').update(garbage).digest('hex');
+    const notWasm = uniqueLogic({ start: 's', modules: { m: { sha256: garbageHash, imports: {} } }, steps: { s: { kind: 'func', module: 'm' } } });
+    await expect(engine.publishVersion(ENV, notWasm, { [garbageHash]: garbage })).rejects.toMatchObject({ code: 'FLOW_MODULE_INVALID', status: 422 });
+    const undeclared = uniqueLogic({ start: 's', modules: { m: { sha256: hash, imports: {} } }, steps: { s: { kind: 'func', module: 'm' } } });
+    await expect(engine.publishVersion(ENV, undeclared, { [hash]: wasm })).rejects.toMatchObject({
+      code: 'FLOW_MODULE_INVALID',
+      message: expect.stringContaining('lookup'),
+    });
+    expect(await count('modules')).toBe(before);
   });
 
   it('a module stored in one env does not serve a version published in another', async () => {

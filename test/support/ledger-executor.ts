@@ -17,8 +17,14 @@ export interface LedgerExecutorOptions {
   committed?: (info: DeliveryInfo) => Promise<boolean>;
 }
 
+/** The smallest valid wasm module: versions must name modules the store holds, and nothing runs it. */
+const EMPTY_WASM = new Uint8Array([0, 0x61, 0x73, 0x6d, 1, 0, 0, 0]);
+const EMPTY_WASM_SHA256 = '93a44bbb96c751218e4c00d479e4c14358122a389acca16205b1e4d0dc5f9476';
+
 /** The module every `funcStep` names; the executor ignores the bytes and dispatches on `export`. */
-export const TEST_MODULES = { ops: { sha256: '0'.repeat(64), imports: {} } };
+export const TEST_MODULES = { ops: { sha256: EMPTY_WASM_SHA256, imports: {} } };
+/** Its bytes, to upload with the versions that name it (`engine.publishVersion(env, doc, TEST_MODULE_BYTES)`). */
+export const TEST_MODULE_BYTES: Record<string, Uint8Array> = { [EMPTY_WASM_SHA256]: EMPTY_WASM };
 
 /** A func step (or compensation action) that calls `op` of the in-process owning service. */
 export const func = (op: string) => ({ kind: 'func' as const, module: 'ops', export: op });
