@@ -98,16 +98,16 @@ export class AuthKeysMissing extends FlowError {
   }
 }
 
-<<<<<<< HEAD
 /** The caller's token lacks the scope (or its logicId glob does not match the definition). */
 export class ScopeMissing extends FlowError {
   constructor(subject: string, scope: string, what: string) {
     super('FLOW_SCOPE_MISSING', `${subject} needs scope ${scope} (or ${scope}:<glob> matching its logicId) for ${what}`, { status: 403 });
-=======
+  }
+}
+
 /** An uploaded module would be refused when a step loads it (bad wasm, an undeclared import, memory over the cap). */
 export class ModuleInvalid extends FlowError {
   constructor(logic: LogicVersion, name: string, code: string, why: string) {
     super('FLOW_MODULE_INVALID', `${logic.logicId}@${logic.version} module ${name}: ${why} [${code}]`, { status: 422, details: [code] });
->>>>>>> ops
   }
 }
