@@ -10,7 +10,7 @@ import { flowSource, scratchProject } from '../compiler/project-helpers.ts';
  * PGlite folder, so instances and versions survive a restart; a broken edit prints file:line:col
  * and keeps the last good build; the fixed edit publishes the next version.
  */
-const hello = (version: number, body = "input: ({ input }) => ({ greeting: `hello ${input.name}` })") =>
+const hello = (version: number, body = "input: ({ input }) => ({ greeting: 'hello ' + input.name })") =>
   flowSource(
     `export const hello = workflow({ logicId: 'dev.hello', version: ${version}, domain: 'dev', input: z.object({ name: z.string() }) })\n  .pass('greet', { ${body} });`,
   );

@@ -30,8 +30,14 @@ describe('s8flow operator commands over the API', () => {
   async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
     let out = '';
     let err = '';
-    const o = vi.spyOn(process.stdout, 'write').mockImplementation((s) => ((out += String(s)), true));
-    const e = vi.spyOn(process.stderr, 'write').mockImplementation((s) => ((err += String(s)), true));
+    const o = vi.spyOn(process.stdout, 'write').mockImplementation((s) => {
+      out += String(s);
+      return true;
+    });
+    const e = vi.spyOn(process.stderr, 'write').mockImplementation((s) => {
+      err += String(s);
+      return true;
+    });
     try {
       return { code: await main(argv), out, err };
     } finally {
