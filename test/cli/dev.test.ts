@@ -15,7 +15,8 @@ const hello = (version: number, body = "input: ({ input }) => ({ greeting: 'hell
     `export const hello = workflow({ logicId: 'dev.hello', version: ${version}, domain: 'dev', input: z.object({ name: z.string() }) })\n  .pass('greet', { ${body} });`,
   );
 
-describe('s8flow dev', () => {
+// a fresh PGlite folder runs initdb (seconds; a minute on a loaded machine): waits, not assertions
+describe('s8flow dev', { timeout: 240_000 }, () => {
   const project = scratchProject({ 'flows/hello.ts': hello(1) });
   const state = mkdtempSync(join(tmpdir(), 's8flow-dev-'));
   const lines: string[] = [];
