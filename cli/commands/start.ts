@@ -52,12 +52,7 @@ export async function startCommand(argv: string[]): Promise<number> {
       observer: { onError: (id, err) => log('error', { ...(id === null ? {} : { workflowId: id }), err: (err as Error).message }, 'engine error') },
     }),
   );
-  await migrate(db);
-  // an artifact directory is published into the database, modules included: every node runs it
-  if (artifacts !== undefined) {
-    for (const doc of publishOrder(await readArtifactDir(artifacts))) await engine.publishVersion(env, doc, await artifactModules(artifacts, doc));
-  }
-
+  // built before the database is touched: a missing auth key stops boot with nothing changed
   const api = serveApi
     ? await buildApi({
         engine,
@@ -65,6 +60,11 @@ export async function startCommand(argv: string[]): Promise<number> {
         logger: { level: process.env['LOG_LEVEL'] ?? 'info' },
       })
     : null;
+  await migrate(db);
+  // an artifact directory is published into the database, modules included: every node runs it
+  if (artifacts !== undefined) {
+    for (const doc of publishOrder(await readArtifactDir(artifacts))) await engine.publishVersion(env, doc, await artifactModules(artifacts, doc));
+  }
   if (api !== null) {
     const app = api.app;
     log = (level, fields, msg) => app.log[level](fields, msg);

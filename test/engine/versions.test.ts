@@ -14,7 +14,7 @@ import { FakeService } from '../support/fake-service.ts';
 
 const ENV = 'versions-env';
 const OTHER = 'versions-other';
-const APPROVER = { subject: 'alice', scopes: [] };
+const APPROVER = { subject: 'alice', scopes: ['flow:decide'] };
 
 describeEachDriver('versions and modules in the database', (getDb, driver) => {
   let svc: FakeService;
