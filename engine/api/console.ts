@@ -45,9 +45,19 @@ export const consolePlugin: FastifyPluginAsyncZod<ConsoleOptions> = async (app, 
   const bundle = consoleBundle();
   const changes = new Changes(engine.db);
   const bulk = new BulkJobs(engine.db, engine.ops, (err) => app.log.error({ err }, 'a bulk job stopped'));
-  // jobs a stopped process left running go on here; on close, running jobs stop after their current instance
-  app.addHook('onReady', () => bulk.resume());
+  // Jobs a stopped process left running go on here, in the background and again every few seconds
+  // until it works: the server may be built before the database is up or migrated (s8flow start
+  // does so on purpose), and that must not stop it — /readyz reports the database.
+  let retry: NodeJS.Timeout | undefined;
+  const resume = () => {
+    bulk.resume().catch((err) => {
+      app.log.warn({ err }, 'bulk jobs not resumed yet');
+      retry = setTimeout(resume, 5000).unref();
+    });
+  };
+  app.addHook('onReady', async () => resume());
   app.addHook('onClose', async () => {
+    clearTimeout(retry);
     await bulk.stopAll();
     await changes.close();
   });

@@ -49,6 +49,12 @@ describeEachDriver('the API surface', (getDb) => {
         'POST /v1/envs/{env}/workflows/{id}/decisions/{step}',
         'POST /v1/callbacks/{resumeToken}',
         'POST /v1/envs/{env}/events',
+        // the console's and s8flow's routes beyond §10 (engine/api/console.ts)
+        'GET /v1/envs/{env}/overview',
+        'GET /v1/envs/{env}/workflows/{id}/live',
+        ...['retry', 'cancel', 'replay'].map((v) => `POST /v1/envs/{env}/bulk/${v}`),
+        'GET /v1/envs/{env}/bulk/{jobId}',
+        'POST /v1/envs/{env}/bulk/{jobId}/abort',
       ].sort(),
     );
     // the request schema refuses unknown fields, and the document says so
