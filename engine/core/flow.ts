@@ -2,8 +2,8 @@ import type { FlowErrorBody, LogicVersion, StepOutcome, TransitionCause } from '
 import { evaluate } from './expressions.ts';
 import { type FuncRecord, funcKey, type Instance, type JsonValue } from './instance.ts';
 import { backoffMs, keys, policyOf } from './retry.ts';
-import { STEP_KINDS } from './steps.ts';
-import { Draft, type Transition } from './transition.ts';
+import { isRegistrationOf, STEP_KINDS } from './steps.ts';
+import { Draft, type Transition, visitField } from './transition.ts';
 import { validateOutput } from './schemas.ts';
 
 /** Guards against a definition whose pure steps route in a circle. */
@@ -13,14 +13,24 @@ const MAX_STEPS_PER_TRANSITION = 1000;
  * Enters `name` and keeps going through steps without side effects until one calls out, parks,
  * ends the workflow, or fails it.
  */
-export async function enter(d: Draft, name: string | null, override?: { input: JsonValue }): Promise<void> {
+export interface EnterOptions {
+  /** Replaces the first step's evaluated input (repair with input). */
+  override?: { input: JsonValue };
+  /** The first step is re-run in the visit it failed in (the retry verb): its key stays. */
+  sameVisit?: boolean;
+}
+
+export async function enter(d: Draft, name: string | null, opts: EnterOptions = {}): Promise<void> {
   let current = name;
-  let replacement = override;
+  let replacement = opts.override;
+  let sameVisit = opts.sameVisit === true;
   for (let hops = 0; hops < MAX_STEPS_PER_TRANSITION; hops++) {
     if (current === null) return complete(d);
     const step = d.logic.steps[current];
     if (step === undefined) throw new Error(`step ${current} is not in ${d.logic.logicId}@${d.logic.version}`);
     d.instance.currentStep = current;
+    d.enterVisit(current, sameVisit);
+    sameVisit = false;
     const input =
       replacement !== undefined ? replacement.input : step.input === undefined ? d.instance.input : await evaluate(step.input, d.instance);
     replacement = undefined;
@@ -92,7 +102,7 @@ export async function prepareNextCompensation(d: Draft): Promise<void> {
   const input = action?.input === undefined ? reg.stepInput : await evaluate(action.input, instance);
   reg.state = 'running';
   reg.attempts += 1;
-  const idempotencyKey = keys.compensation(instance.id, reg.step, reg.generation);
+  const idempotencyKey = keys.compensation(instance.id, reg.step, reg.generation, reg.visit);
   const seq = d.insertAttempt({
     step: reg.step,
     attempt: reg.attempts,
@@ -113,6 +123,7 @@ export async function prepareNextCompensation(d: Draft): Promise<void> {
     idempotencyKey,
     budgetStart: reg.attempts,
     registration: next,
+    ...visitField(reg.visit ?? 1),
   };
   instance.state = 'compensating';
 }
@@ -166,7 +177,7 @@ export async function onOutcome(logic: LogicVersion, inst: Instance, outcome: St
   d.ctx.running = null;
   if (!checked.retryable) {
     // A permanent refusal means the call took no effect: there is nothing of it to undo.
-    d.ctx.compensations = d.ctx.compensations.filter((r) => !(r.step === running.step && r.generation === running.generation));
+    d.ctx.compensations = d.ctx.compensations.filter((r) => !isRegistrationOf(r, running.step, running.generation, running.visit ?? 1));
   }
   if (step.onError !== undefined) {
     d.setOutput(running.step, { error } as JsonValue);

@@ -41,7 +41,7 @@ export async function retry(logic: LogicVersion, inst: Instance): Promise<Transi
   }
   const step = inst.currentStep;
   if (step === null) throw new Refused('FLOW_NOTHING_TO_RETRY', `workflow ${inst.id} has no failed step`);
-  await enter(d, step);
+  await enter(d, step, { sameVisit: true });
   return handOff(d);
 }
 
@@ -75,13 +75,14 @@ export async function rewind(logic: LogicVersion, inst: Instance, cause: 'verb.r
   for (const s of forgotten) delete d.ctx.outputs[s];
   d.ctx.order = cut < 0 ? d.ctx.order : d.ctx.order.slice(0, cut);
   d.ctx.attempts = {};
+  delete d.ctx.visits;
   d.ctx.decision = null;
   d.ctx.unwindTo = null;
   d.instance.generation += 1;
   d.instance.error = null;
   d.instance.output = null;
   const override = args.input !== undefined && !replaceWorkflowInput ? { input: args.input } : undefined;
-  await enter(d, args.step, override);
+  await enter(d, args.step, override === undefined ? {} : { override });
   return handOff(d);
 }
 
