@@ -10,6 +10,8 @@ export const FlowErrorBody = z.object({
   code: z.string(),
   message: z.string(),
   step: z.string().optional(),
+  /** Which expression of the step failed (`input`, `payload`, `branches[0].when`…), for FLOW_EXPR_FAILED. */
+  field: z.string().optional(),
   status: z.number().optional(),
 });
 export type FlowErrorBody = z.infer<typeof FlowErrorBody>;

@@ -4,6 +4,7 @@ import { type FuncRecord, funcKey, type Instance, type JsonValue } from './insta
 import { backoffMs, keys, policyOf } from './retry.ts';
 import { isRegistrationOf, STEP_KINDS } from './steps.ts';
 import { Draft, type Transition, visitField } from './transition.ts';
+import { stepErrorOf } from './errors.ts';
 import { validateOutput } from './schemas.ts';
 
 /** Guards against a definition whose pure steps route in a circle. */
@@ -31,16 +32,18 @@ export async function enter(d: Draft, name: string | null, opts: EnterOptions = 
     d.instance.currentStep = current;
     d.enterVisit(current, sameVisit);
     sameVisit = false;
-    const input =
-      replacement !== undefined ? replacement.input : step.input === undefined ? d.instance.input : await evaluate(step.input, d.instance);
-    replacement = undefined;
+    let input: JsonValue = null;
+    let entered: { goto?: string | null };
+    try {
+      input = replacement !== undefined ? replacement.input : step.input === undefined ? d.instance.input : await evaluate('input', step.input, d.instance);
+      replacement = undefined;
+      entered = await (STEP_KINDS[step.kind] as (...a: unknown[]) => Promise<{ goto?: string | null }>)(d, current, step, input);
+    } catch (err) {
+      // Every step kind evaluates before it changes anything, so the draft holds no half-entered
+      // step: record the failure and route it like any permanent failure of the step.
+      entered = await failedEntry(d, current, input, stepErrorOf(err, current));
+    }
     // the decision is visible to exactly one step: the one right after it
-    const entered = await (STEP_KINDS[step.kind] as (...a: unknown[]) => Promise<{ goto?: string | null }>)(
-      d,
-      current,
-      step,
-      input,
-    );
     d.ctx.decision = null;
     if (!('goto' in entered)) return;
     current = entered.goto ?? null;
@@ -48,10 +51,33 @@ export async function enter(d: Draft, name: string | null, opts: EnterOptions = 
   await failWorkflow(d, { code: 'FLOW_LOOP', message: `more than ${MAX_STEPS_PER_TRANSITION} steps without a side effect` }, { exhausted: false });
 }
 
+/**
+ * A step whose entry threw (its mapping failed): a failed attempt that never called out, then its
+ * `onError` route, or the end of the workflow (compensating first) — never another try.
+ */
+async function failedEntry(d: Draft, name: string, input: JsonValue, error: FlowErrorBody): Promise<{ goto?: string | null }> {
+  d.insertAttempt({ step: name, attempt: d.nextAttempt(name), kind: 'step', state: 'failed', input, output: null, error, idempotencyKey: null });
+  const onError = d.logic.steps[name]?.onError;
+  if (onError !== undefined) {
+    d.setOutput(name, { error } as JsonValue);
+    return { goto: onError };
+  }
+  await failWorkflow(d, error, { exhausted: false });
+  return {};
+}
+
 async function complete(d: Draft): Promise<void> {
   const { logic, instance } = d;
   const last = instance.currentStep;
-  instance.output = logic.output !== undefined ? await evaluate(logic.output, instance) : last === null ? null : (instance.ctx.outputs[last] ?? null);
+  if (logic.output !== undefined) {
+    try {
+      instance.output = await evaluate('output', logic.output, instance);
+    } catch (err) {
+      return failWorkflow(d, stepErrorOf(err, undefined, 'output'), { exhausted: false });
+    }
+  } else {
+    instance.output = last === null ? null : (instance.ctx.outputs[last] ?? null);
+  }
   instance.state = 'completed';
   instance.ctx.running = null;
   instance.error = null;
@@ -98,11 +124,16 @@ export async function prepareNextCompensation(d: Draft): Promise<void> {
   }
   const reg = instance.ctx.compensations[next]!;
   const action = d.logic.steps[reg.step]?.compensate;
-  // evaluated now, not at registration: the step's own output is known by the time it is undone
-  const input = action?.input === undefined ? reg.stepInput : await evaluate(action.input, instance);
+  const idempotencyKey = keys.compensation(instance.id, reg.step, reg.generation, reg.visit);
+  let input: JsonValue;
+  try {
+    // evaluated now, not at registration: the step's own output is known by the time it is undone
+    input = action?.input === undefined ? reg.stepInput : await evaluate('compensate.input', action.input, instance);
+  } catch (err) {
+    return compensationUnprepared(d, next, stepErrorOf(err, reg.step, 'compensate.input'), idempotencyKey);
+  }
   reg.state = 'running';
   reg.attempts += 1;
-  const idempotencyKey = keys.compensation(instance.id, reg.step, reg.generation, reg.visit);
   const seq = d.insertAttempt({
     step: reg.step,
     attempt: reg.attempts,
@@ -126,6 +157,22 @@ export async function prepareNextCompensation(d: Draft): Promise<void> {
     ...visitField(reg.visit ?? 1),
   };
   instance.state = 'compensating';
+}
+
+/**
+ * A compensation whose input cannot be evaluated cannot run, now or on a retry: recorded as a
+ * failed attempt, and the instance dead-letters as for a compensation out of attempts, so an
+ * operator settles it (force-complete, or a repair of the definition's data).
+ */
+function compensationUnprepared(d: Draft, index: number, error: FlowErrorBody, idempotencyKey: string): void {
+  const reg = d.ctx.compensations[index]!;
+  reg.attempts += 1;
+  d.insertAttempt({ step: reg.step, attempt: reg.attempts, kind: 'compensation', state: 'failed', input: null, output: null, error, idempotencyKey });
+  reg.state = 'failed';
+  reg.error = error;
+  d.ctx.running = null;
+  d.instance.state = 'dead_lettered';
+  d.instance.error = { code: 'FLOW_COMPENSATION_FAILED', message: `compensation of ${reg.step} cannot run: ${error.message}`, step: reg.step };
 }
 
 /** The core's reaction to the result of the running attempt (a step or a compensation). */
@@ -204,6 +251,7 @@ async function onCompensationOutcome(logic: LogicVersion, inst: Instance, outcom
     reg.state = 'succeeded';
     reg.error = null;
     await prepareNextCompensation(d);
+    if (d.instance.state === 'dead_lettered') d.cause = 'compensation_exhausted';
     return d.done();
   }
   const error = { ...outcome.error, step: running.step };

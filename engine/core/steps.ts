@@ -21,14 +21,14 @@ export const STEP_KINDS: { [K in StepKind]: Enter<K> } = {
   pass: async (d, name, step, input) => pure(d, name, input, step.next ?? null),
 
   choice: async (d, name, step) => {
-    for (const branch of step.branches) {
-      if ((await evaluate(branch.when, d.instance)) === true) return pure(d, name, { next: branch.next }, branch.next);
+    for (const [i, branch] of step.branches.entries()) {
+      if ((await evaluate(`branches[${i}].when`, branch.when, d.instance)) === true) return pure(d, name, { next: branch.next }, branch.next);
     }
     return pure(d, name, { next: step.otherwise }, step.otherwise);
   },
 
   emit: async (d, name, step, input) => {
-    const payload = await evaluate(step.payload, d.instance);
+    const payload = await evaluate('payload', step.payload, d.instance);
     const key = keys.step(d.instance.id, name, d.instance.generation, d.visitOf(name));
     d.commands.push({ type: 'outbox', kind: 'event', topic: step.event, payload, idempotencyKey: key });
     void input;
