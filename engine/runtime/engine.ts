@@ -136,7 +136,8 @@ export class Engine {
 
   /**
    * Starts an instance pinned to the requested version (or the active one), with its first step
-   * already prepared. The same idempotency key returns the first instance instead. An optional
+   * already prepared. The same idempotency key with the same request returns the first instance
+   * instead; with a different request it is refused (FLOW_IDEMPOTENCY_MISMATCH, 409). An optional
    * `callback: { url }` receives a notification on every transition into a terminal state.
    */
   async start(request: unknown): Promise<{ id: string; created: boolean }> {
@@ -156,6 +157,7 @@ export class Engine {
         input: req.input,
         correlationId: req.correlationId ?? null,
         idempotencyKey: req.idempotencyKey ?? null,
+        requestedVersion: req.version ?? null,
         callbackUrl: req.callback?.url ?? null,
       });
     });

@@ -43,7 +43,7 @@ describeEachDriver('store', (getDb) => {
     const t = await begin(logic, instanceOf(env));
     return inEnv(getDb(), env, async (c) => {
       await publishLogicVersion(c, env, logic).catch(() => false);
-      return (await insertWorkflow(c, t, null)).id;
+      return (await insertWorkflow(c, t, { idempotencyKey: null })).id;
     });
   }
 
