@@ -65,6 +65,17 @@ export class IdempotencyMismatch extends FlowError {
   }
 }
 
+/** `Engine.settled()` gave up: the instance was still moving (or stuck) when its timeout ran out. */
+export class SettleTimeout extends FlowError {
+  constructor(id: string, state: string, timeoutMs: number) {
+    super(
+      'FLOW_SETTLE_TIMEOUT',
+      `workflow ${id} did not settle within ${timeoutMs} ms (it is ${state}): check that workers run, and listStuck() for why it does not move`,
+      { status: 408, details: { id, state } },
+    );
+  }
+}
+
 export class CallbackNotAllowed extends FlowError {
   constructor(host: string) {
     super('FLOW_CALLBACK_HOST_NOT_ALLOWED', `callback.url names ${host}, which is not on the engine's callbackAllowlist`, { status: 403 });

@@ -1,6 +1,6 @@
 import type { FlowErrorBody, LogicVersion, StepOutcome, TransitionCause } from '../../contracts/index.ts';
 import { evaluate } from './expressions.ts';
-import { type FuncRecord, funcKey, type Instance, type JsonValue } from './instance.ts';
+import { type FuncRecord, funcKey, type Instance, type JsonValue, type Running } from './instance.ts';
 import { backoffMs, keys, policyOf } from './retry.ts';
 import { isRegistrationOf, STEP_KINDS } from './steps.ts';
 import { Draft, type Transition, visitField } from './transition.ts';
@@ -196,6 +196,9 @@ export async function onOutcome(logic: LogicVersion, inst: Instance, outcome: St
     d.finishAttempt(running, 'parked', null, null);
     d.instance.state = 'waiting';
     d.cause = 'parked';
+    // the step's timeoutMs bounds the wait for its callback too (a timer on the database clock);
+    // without one it waits as long as it takes, like a decision without a deadline
+    if (step.timeoutMs !== undefined) d.commands.push({ type: 'timer', purpose: 'callback', delayMs: step.timeoutMs, at: null, seq: running.seq });
     return d.done();
   }
 
@@ -322,4 +325,18 @@ export async function beginClaimed(logic: LogicVersion, inst: Instance): Promise
   await enter(d, logic.start);
   d.cause = causeAfterEnter(d);
   return d.done();
+}
+
+/** Per-attempt timeout when a step (or a compensation action) sets none. */
+export const DEFAULT_TIMEOUT_MS = 30_000;
+
+/**
+ * How long one attempt may take: a step's `timeoutMs`, or a compensation action's own — never
+ * the forward step's for its compensation. For a step answered 202 it also bounds the wait for
+ * the callback (FLOW_CALLBACK_TIMEOUT), when the step sets it.
+ */
+export function attemptTimeoutMs(logic: LogicVersion, running: Pick<Running, 'kind' | 'step'>): number {
+  const step = logic.steps[running.step];
+  const def = running.kind === 'step' ? step : step?.compensate;
+  return def?.timeoutMs ?? DEFAULT_TIMEOUT_MS;
 }

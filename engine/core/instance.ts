@@ -118,11 +118,17 @@ export type AttemptWrite =
     }
   | { op: 'finish'; seq: number; state: 'succeeded' | 'failed' | 'parked' | 'superseded'; output: JsonValue; error: FlowErrorBody | null };
 
+/**
+ * What a timer ends when it fires, for the parked attempt it names: a `delay`, a decision's
+ * `deadline`, or the wait for a 202-answered step's `callback` (its `timeoutMs`).
+ */
+export type TimerPurpose = 'delay' | 'deadline' | 'callback';
+
 /** Side effects that must commit with the transition: the shell performs them after the commit. */
 export type Command =
   | { type: 'outbox'; kind: 'event' | 'callback'; topic: string; payload: JsonValue; idempotencyKey: string }
   /** Fires after `delayMs` (database clock) or `at` (an ISO timestamp); `seq` names the parked attempt. */
-  | { type: 'timer'; purpose: 'delay' | 'deadline'; delayMs: number | null; at: string | null; seq: number }
+  | { type: 'timer'; purpose: TimerPurpose; delayMs: number | null; at: string | null; seq: number }
   /** One child instance per input, of `logicId` (pinned to `version`, else the active one). */
   | { type: 'spawn'; logicId: string; version: number | null; inputs: JsonValue[]; seq: number }
   /** Cancel every child that has not ended. */

@@ -1,7 +1,7 @@
 import type { LogicVersion, StepOutcome } from '../../contracts/index.ts';
 import { Refused } from './errors.ts';
 import { enter, failWorkflow, onOutcome } from './flow.ts';
-import type { Approver, Instance, JsonValue } from './instance.ts';
+import type { Approver, Instance, JsonValue, TimerPurpose } from './instance.ts';
 import { schemaProblems } from './schemas.ts';
 import { Draft, type Transition } from './transition.ts';
 
@@ -62,11 +62,16 @@ export async function onResume(logic: LogicVersion, inst: Instance, args: Resume
  * A timer fired. Returns null when it is stale: the attempt it was set for is already over
  * (answered before its deadline, cancelled, rewound), so firing it must change nothing.
  */
-export async function onTimer(logic: LogicVersion, inst: Instance, timer: { purpose: string; seq: number }): Promise<Transition | null> {
+export async function onTimer(logic: LogicVersion, inst: Instance, timer: { purpose: TimerPurpose | 'children'; seq: number }): Promise<Transition | null> {
   const running = inst.ctx.running;
   if (inst.state !== 'waiting' || running === null || running.seq !== timer.seq) return null;
   const step = logic.steps[running.step]!;
   if (timer.purpose === 'delay') return runOn(new Draft(logic, inst, 'resumed'), running.input, step.next ?? null);
+  if (timer.purpose === 'callback') {
+    // no completion in time: the outcome is unknown, so a retryable failure under the step's policy
+    const error = { code: 'FLOW_CALLBACK_TIMEOUT', message: `no completion of ${running.step} within its timeoutMs (${step.timeoutMs} ms)` };
+    return answerParked(logic, inst, { status: 'failed', retryable: true, error });
+  }
 
   const d = new Draft(logic, inst, 'deadline_expired');
   const error = { code: 'DEADLINE_EXCEEDED', message: `no decision on ${running.step} before its deadline`, step: running.step };
@@ -132,6 +137,11 @@ export async function onCallback(logic: LogicVersion, inst: Instance, seq: numbe
     throw new Refused('FLOW_STALE_TOKEN', `workflow ${inst.id} is no longer waiting for this completion`);
   }
   if (outcome.status === 'parked') throw new Refused('FLOW_BAD_COMPLETION', 'a completion must carry an output or an error', 422);
+  return answerParked(logic, inst, outcome);
+}
+
+/** The parked attempt's outcome arrived (a completion) or will not (its timeout): the core decides as for any outcome. */
+async function answerParked(logic: LogicVersion, inst: Instance, outcome: StepOutcome): Promise<Transition> {
   const t = await onOutcome(logic, inst, outcome);
   t.cause = 'resumed';
   if (t.instance.state === 'processing') t.instance.state = 'pending';

@@ -5,7 +5,7 @@ import {
   TERMINAL_STATES,
   type WorkflowRecord,
 } from '../../contracts/index.ts';
-import { BadRequest, CallbackNotAllowed, ChildLogicMissing, SecretMissing } from '../errors.ts';
+import { BadRequest, CallbackNotAllowed, ChildLogicMissing, SecretMissing, SettleTimeout } from '../errors.ts';
 import { parseAllowlist, hostAllowed } from '../executors/allowlist.ts';
 import { createExecutors, type ExecutorOptions } from '../executors/index.ts';
 import type { Db } from '../store/db.ts';
@@ -49,6 +49,15 @@ export interface EngineOptions {
   /** Signs outbox deliveries (X-Flow-Signature); receivers verify with it. (Default: FLOW_OUTBOX_SECRET, as tokenSecret) */
   outboxSecret?: string;
   relay?: RelayTuning;
+}
+
+export interface SettleOptions {
+  /** (Default: the engine's env) */
+  env?: string;
+  /** How often the store is read. (Default: 20) */
+  pollMs?: number;
+  /** How long to wait before rejecting with FLOW_SETTLE_TIMEOUT. (Default: 60000) */
+  timeoutMs?: number;
 }
 
 /** The engine's entry points. Workers are not started until `workers.start()`. */
@@ -188,9 +197,12 @@ export class Engine {
 
   /**
    * Resolves once the instance is terminal or parked (`waiting`) on something other than its own
-   * children — those this engine's workers run on — polling the store.
+   * children — those this engine's workers run on — polling the store. Rejects with
+   * FLOW_SETTLE_TIMEOUT when that takes longer than `timeoutMs`. A string is the env.
    */
-  async settled(id: string, env = this.env, pollMs = 20): Promise<WorkflowRecord> {
+  async settled(id: string, opts: SettleOptions | string = {}): Promise<WorkflowRecord> {
+    const { env = this.env, pollMs = 20, timeoutMs = 60_000 } = typeof opts === 'string' ? { env: opts } : opts;
+    const until = Date.now() + timeoutMs;
     for (;;) {
       const record = await this.get(id, env);
       if (TERMINAL_STATES.has(record.state as never)) return record;
@@ -198,6 +210,7 @@ export class Engine {
         const logic = await this.logics.get(env, record.logicHash);
         if (logic.steps[record.currentStep ?? '']?.kind !== 'children') return record;
       }
+      if (Date.now() >= until) throw new SettleTimeout(id, record.state, timeoutMs);
       await new Promise((r) => setTimeout(r, pollMs));
     }
   }
