@@ -176,12 +176,12 @@ function compensationUnprepared(d: Draft, index: number, error: FlowErrorBody, i
 }
 
 /** The core's reaction to the result of the running attempt (a step or a compensation). */
-export async function onOutcome(logic: LogicVersion, inst: Instance, outcome: StepOutcome): Promise<Transition> {
+export async function onOutcome(logic: LogicVersion, inst: Instance, outcome: StepOutcome, goOn = false): Promise<Transition> {
   const running = inst.ctx.running;
   if (running === null) throw new Error(`workflow ${inst.id} has no running attempt to report on`);
-  if (running.kind === 'compensation') return onCompensationOutcome(logic, inst, outcome);
+  if (running.kind === 'compensation') return onCompensationOutcome(logic, inst, outcome, goOn);
   const step = logic.steps[running.step]!;
-  const d = new Draft(logic, inst, 'step_succeeded');
+  const d = new Draft(logic, inst, 'step_succeeded', goOn);
   const checked = outcome.status === 'succeeded' ? validateOutput(step.output, outcome.output, running.step) : outcome;
 
   if (checked.status === 'succeeded') {
@@ -243,9 +243,9 @@ export async function onOutcome(logic: LogicVersion, inst: Instance, outcome: St
   return d.done();
 }
 
-async function onCompensationOutcome(logic: LogicVersion, inst: Instance, outcome: StepOutcome): Promise<Transition> {
+async function onCompensationOutcome(logic: LogicVersion, inst: Instance, outcome: StepOutcome, goOn: boolean): Promise<Transition> {
   const running = inst.ctx.running!;
-  const d = new Draft(logic, inst, 'compensation_succeeded');
+  const d = new Draft(logic, inst, 'compensation_succeeded', goOn);
   const reg = d.ctx.compensations[running.registration!]!;
   if (outcome.status === 'succeeded' || outcome.status === 'parked') {
     // a compensation has no callback protocol: accepted (202) counts as done
@@ -291,8 +291,8 @@ async function onCompensationOutcome(logic: LogicVersion, inst: Instance, outcom
  * A func step made a host call whose result must be durable before the module runs again: the
  * record grows, the attempt stays running, and the same worker goes on (DESIGN.md §6).
  */
-export function onProgress(logic: LogicVersion, inst: Instance, record: FuncRecord): Transition {
-  const d = new Draft(logic, inst, 'step_progressed');
+export function onProgress(logic: LogicVersion, inst: Instance, record: FuncRecord, goOn = false): Transition {
+  const d = new Draft(logic, inst, 'step_progressed', goOn);
   d.ctx.funcs = { ...d.ctx.funcs, [funcKey(inst.ctx.running!)]: record };
   return d.done();
 }
@@ -307,10 +307,9 @@ function causeAfterEnter(d: Draft): TransitionCause {
 
 /** Builds the first transition of a new instance: enters `start` and runs to the first effect. */
 export async function begin(logic: LogicVersion, inst: Instance): Promise<Transition> {
+  // a new instance waits for a worker (pending); the first effect is already prepared
   const d = new Draft(logic, inst, 'claim');
   await enter(d, logic.start);
-  // a new instance waits for a worker; the first effect is already prepared
-  if (d.instance.state === 'processing') d.instance.state = 'pending';
   return d.done();
 }
 
@@ -320,8 +319,8 @@ export function isUnstarted(inst: Instance): boolean {
 }
 
 /** The first transition of a claimed, unstarted child; the claiming worker may go straight on. */
-export async function beginClaimed(logic: LogicVersion, inst: Instance): Promise<Transition> {
-  const d = new Draft(logic, inst, 'step_succeeded');
+export async function beginClaimed(logic: LogicVersion, inst: Instance, goOn = false): Promise<Transition> {
+  const d = new Draft(logic, inst, 'step_succeeded', goOn);
   await enter(d, logic.start);
   d.cause = causeAfterEnter(d);
   return d.done();

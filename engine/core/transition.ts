@@ -35,6 +35,8 @@ export class Draft {
     readonly logic: LogicVersion,
     from: Instance,
     cause: TransitionCause,
+    /** The caller holds the lease and runs the next prepared attempt itself (a worker going on). */
+    readonly goOn = false,
   ) {
     this.instance = structuredClone(from);
     this.cause = cause;
@@ -95,7 +97,14 @@ export class Draft {
     this.attempts.push({ op: 'finish', seq: running.seq, state, output, error });
   }
 
+  /**
+   * The transition with its final state. The hand-over rule lives here and nowhere else: a
+   * prepared effect is `processing` only for a caller that holds the lease, goes on, and has no
+   * backoff to wait; for anyone else — a new instance, a verb, a completion, a wake-up applied by
+   * a stopping worker — it waits as `pending`, for any worker to claim.
+   */
   done(): Transition {
+    if (this.instance.state === 'processing' && (!this.goOn || this.runAfterMs !== null)) this.instance.state = 'pending';
     return {
       instance: this.instance,
       cause: this.cause,
