@@ -3,6 +3,7 @@ import type { StepDef } from '../../contracts/index.ts';
 import { attemptTimeoutMs } from '../../engine/core/flow.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import { asScheduler } from '../../engine/store/tx.ts';
+import { fakes, replay, TestRunner } from '../../engine/testing/index.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { advance, settle, uniqueLogic } from '../support/engine.ts';
 import { FakeService } from '../support/fake-service.ts';
@@ -122,4 +123,15 @@ describeEachDriver('Engine.settled', (getDb) => {
     const waiting = await engine.start({ logicId: parked.logicId, input: {} });
     expect(await engine.settled(waiting.id, { timeoutMs: 60_000 })).toMatchObject({ state: 'waiting' });
   });
+});
+
+it('TestRunner times a parked step out the same way, and its trace replays', async () => {
+  const logic = uniqueLogic({ start: 'job', steps: { job: { kind: 'proxy', path: '/async', timeoutMs: 1000, retry: { maxAttempts: 2, initialMs: 10 } } } });
+  const flow = await new TestRunner(logic, { 'test/async': fakes.parked() }).start({});
+  expect(flow.timers).toEqual([expect.objectContaining({ purpose: 'callback', seq: 0 })]);
+  await flow.advance(1000);
+  expect(flow.instance.state).toBe('waiting');
+  await flow.advance(1000);
+  expect(flow.instance).toMatchObject({ state: 'dead_lettered', error: { code: 'FLOW_CALLBACK_TIMEOUT', step: 'job' } });
+  expect(await replay(logic, flow.trace)).toEqual(flow.instance);
 });
