@@ -129,7 +129,7 @@ async function soloLatency(serviceUrl: string) {
   const perStep: number[] = [];
   for (let run = 0; run < 30; run++) {
     const { id } = await engine.start({ logicId: logic.logicId, input: {} });
-    const r = await engine.settled(id, undefined, 1);
+    const r = await engine.settled(id, { pollMs: 1 });
     if (r.state !== 'completed') throw new Error(`solo run ended ${r.state}`);
     const finished = r.steps.map((s) => Date.parse(s.finishedAt!));
     for (let i = 1; i < finished.length; i++) perStep.push(finished[i]! - finished[i - 1]! - httpP50);

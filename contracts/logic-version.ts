@@ -50,11 +50,15 @@ const HttpConfig = {
 };
 const FuncConfig = { module: z.string().min(1), export: z.string().min(1).optional() };
 
-/** A compensation action: a side effect that undoes a step (DESIGN.md §3 `Action`). */
+/**
+ * A compensation action: a side effect that undoes a step (DESIGN.md §3 `Action`). Its retry
+ * policy and per-attempt timeout are its own, not the forward step's.
+ */
+const actionCommon = { input: Expr.optional(), retry: RetryPolicy.optional(), timeoutMs: z.int().min(1).optional() };
 export const Action = z.discriminatedUnion('kind', [
-  z.strictObject({ kind: z.literal('proxy'), ...ProxyConfig, input: Expr.optional(), retry: RetryPolicy.optional() }),
-  z.strictObject({ kind: z.literal('http'), ...HttpConfig, input: Expr.optional(), retry: RetryPolicy.optional() }),
-  z.strictObject({ kind: z.literal('func'), ...FuncConfig, input: Expr.optional(), retry: RetryPolicy.optional() }),
+  z.strictObject({ kind: z.literal('proxy'), ...ProxyConfig, ...actionCommon }),
+  z.strictObject({ kind: z.literal('http'), ...HttpConfig, ...actionCommon }),
+  z.strictObject({ kind: z.literal('func'), ...FuncConfig, ...actionCommon }),
 ]);
 
 const common = {

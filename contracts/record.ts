@@ -10,6 +10,8 @@ export const FlowErrorBody = z.object({
   code: z.string(),
   message: z.string(),
   step: z.string().optional(),
+  /** Which expression of the step failed (`input`, `payload`, `branches[0].when`…), for FLOW_EXPR_FAILED. */
+  field: z.string().optional(),
   status: z.number().optional(),
 });
 export type FlowErrorBody = z.infer<typeof FlowErrorBody>;
@@ -72,7 +74,7 @@ export const CreateWorkflowRequest = z.strictObject({
   input: Json,
   env: z.string().min(1).max(64).optional(),
   correlationId: z.string().min(1).max(200).optional(),
-  /** Starting twice with the same key returns the first instance. */
+  /** Starting twice with the same key and request returns the first instance; another request is refused (409). */
   idempotencyKey: z.string().min(1).max(200).optional(),
   /** Where the outbox relay POSTs a notification on every transition into a terminal state. */
   callback: z.strictObject({ url: z.url({ protocol: /^https?$/ }).max(2000) }).optional(),

@@ -66,8 +66,11 @@ const t = (from: WorkflowState, cause: TransitionCause, to: WorkflowState, why: 
   why,
 });
 
-/** Where running the flow on can stop: at an effect (pending), a park, the end, or a failure. */
-const RUN_ON = ['pending', 'waiting', 'completed', 'failed', 'compensating'] as const;
+/**
+ * Where running the flow on can stop: at an effect (pending), a park, the end, or a failure —
+ * `dead_lettered` when unwinding meets a compensation whose input expression fails.
+ */
+const RUN_ON = ['pending', 'waiting', 'completed', 'failed', 'compensating', 'dead_lettered'] as const;
 
 export const TRANSITIONS: readonly Transition[] = [
   t('pending', 'claim', 'processing', 'a worker leases a runnable instance'),
@@ -99,10 +102,9 @@ export const TRANSITIONS: readonly Transition[] = [
     t('waiting', 'resumed', to, 'a timer, a callback or the last child arrived; the flow ran on'),
     t('waiting', 'verb.resume', to, 'an approver answered a decision; the flow ran on'),
   ]),
-  t('waiting', 'resumed', 'dead_lettered', 'a callback reported a failure after the last attempt'),
   t('waiting', 'resumed', 'processing', 'the worker that applied a fired timer runs the next step itself'),
   t('waiting', 'deadline_expired', 'processing', 'the worker that applied the deadline runs onTimeout itself'),
-  ...(['failed', 'compensating', 'pending', 'waiting', 'completed'] as const).map((to) =>
+  ...(['failed', 'compensating', 'pending', 'waiting', 'completed', 'dead_lettered'] as const).map((to) =>
     t('waiting', 'deadline_expired', to, 'a decision deadline passed: fail, unwind, or follow onTimeout'),
   ),
 
@@ -129,6 +131,9 @@ export const TRANSITIONS: readonly Transition[] = [
   t('processing', 'verb.cancel', 'compensating', 'operator cancels and unwinds'),
   t('waiting', 'verb.cancel', 'compensating', 'operator cancels and unwinds'),
   t('dead_lettered', 'verb.cancel', 'compensating', 'operator cancels and unwinds'),
+  ...(['pending', 'processing', 'waiting', 'dead_lettered'] as const).map((from) =>
+    t(from, 'verb.cancel', 'dead_lettered', 'operator cancels and unwinds; a compensation input fails at once'),
+  ),
 ];
 
 const allowed = new Set(TRANSITIONS.map((x) => `${x.from}|${x.cause}|${x.to}`));

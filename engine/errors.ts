@@ -50,6 +50,32 @@ export class EventKeyReused extends FlowError {
   }
 }
 
+/**
+ * A start reused an idempotency key with a different request. Like FLOW_EVENT_KEY_REUSED for
+ * events: the key is refused rather than answered with an instance the caller did not ask for.
+ */
+export class IdempotencyMismatch extends FlowError {
+  constructor(key: string, existingId: string) {
+    super(
+      'FLOW_IDEMPOTENCY_MISMATCH',
+      `idempotency key ${key} was already used in this environment to start workflow ${existingId} with a different request ` +
+        '(logicId, version, input, correlationId or callback); use a new key for a new request, or repeat the original request exactly',
+      { status: 409, details: { idempotencyKey: key, workflowId: existingId } },
+    );
+  }
+}
+
+/** `Engine.settled()` gave up: the instance was still moving (or stuck) when its timeout ran out. */
+export class SettleTimeout extends FlowError {
+  constructor(id: string, state: string, timeoutMs: number) {
+    super(
+      'FLOW_SETTLE_TIMEOUT',
+      `workflow ${id} did not settle within ${timeoutMs} ms (it is ${state}): check that workers run, and listStuck() for why it does not move`,
+      { status: 408, details: { id, state } },
+    );
+  }
+}
+
 export class CallbackNotAllowed extends FlowError {
   constructor(host: string) {
     super('FLOW_CALLBACK_HOST_NOT_ALLOWED', `callback.url names ${host}, which is not on the engine's callbackAllowlist`, { status: 403 });

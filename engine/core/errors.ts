@@ -1,8 +1,47 @@
 import { FlowError } from '../../contracts/errors.ts';
+import type { FlowErrorBody } from '../../contracts/index.ts';
 
 /** Refusals of the core: the request does not fit the instance's current state. Nothing changed. */
 export class Refused extends FlowError {
   constructor(code: string, message: string, status = 409) {
     super(code, message, { status });
   }
+}
+
+/**
+ * An expression of the definition failed at run time (a JSONata type error, `$number("x")`, a
+ * runaway that met the evaluation budget). Re-evaluating gives the same result, so it is a
+ * permanent failure of the step it belongs to: the core records it and takes `onError`, or fails
+ * the workflow — it never escapes the core. `field` says which expression of the step failed.
+ */
+export class ExpressionFailed extends FlowError {
+  constructor(
+    readonly field: string,
+    code: 'FLOW_EXPR_FAILED' | 'FLOW_EXPR_BUDGET_EXCEEDED',
+    message: string,
+  ) {
+    super(code, message, { status: 422 });
+  }
+
+  /** The step error recorded for it: the location (step, field) and JSONata's own message. */
+  bodyAt(step: string | undefined): FlowErrorBody {
+    const where = step === undefined ? this.field : `step ${step}, ${this.field}`;
+    return { code: this.code, message: `${where}: ${this.message}`, field: this.field, ...(step === undefined ? {} : { step }) };
+  }
+}
+
+/**
+ * What any error thrown while the core enters a step becomes: an expression failure keeps its
+ * code and field; anything else (a definition the core cannot follow) is FLOW_STEP_ENTRY_FAILED.
+ * Either way a permanent step error, so no exception reaches the worker loop.
+ */
+export function stepErrorOf(err: unknown, step: string | undefined, field?: string): FlowErrorBody {
+  if (err instanceof ExpressionFailed) return err.bodyAt(step);
+  const message = err instanceof Error ? err.message : String(err);
+  return {
+    code: 'FLOW_STEP_ENTRY_FAILED',
+    message: `${step === undefined ? '' : `step ${step}`}${field === undefined ? '' : `, ${field}`}: ${message}`,
+    ...(step === undefined ? {} : { step }),
+    ...(field === undefined ? {} : { field }),
+  };
 }

@@ -1,9 +1,10 @@
 import type { FlowErrorBody, LogicVersion, StepOutcome, TransitionCause } from '../../contracts/index.ts';
 import { evaluate } from './expressions.ts';
-import { type FuncRecord, funcKey, type Instance, type JsonValue } from './instance.ts';
+import { type FuncRecord, funcKey, type Instance, type JsonValue, type Running } from './instance.ts';
 import { backoffMs, keys, policyOf } from './retry.ts';
-import { STEP_KINDS } from './steps.ts';
-import { Draft, type Transition } from './transition.ts';
+import { isRegistrationOf, STEP_KINDS } from './steps.ts';
+import { Draft, type Transition, visitField } from './transition.ts';
+import { stepErrorOf } from './errors.ts';
 import { validateOutput } from './schemas.ts';
 
 /** Guards against a definition whose pure steps route in a circle. */
@@ -13,24 +14,36 @@ const MAX_STEPS_PER_TRANSITION = 1000;
  * Enters `name` and keeps going through steps without side effects until one calls out, parks,
  * ends the workflow, or fails it.
  */
-export async function enter(d: Draft, name: string | null, override?: { input: JsonValue }): Promise<void> {
+export interface EnterOptions {
+  /** Replaces the first step's evaluated input (repair with input). */
+  override?: { input: JsonValue };
+  /** The first step is re-run in the visit it failed in (the retry verb): its key stays. */
+  sameVisit?: boolean;
+}
+
+export async function enter(d: Draft, name: string | null, opts: EnterOptions = {}): Promise<void> {
   let current = name;
-  let replacement = override;
+  let replacement = opts.override;
+  let sameVisit = opts.sameVisit === true;
   for (let hops = 0; hops < MAX_STEPS_PER_TRANSITION; hops++) {
     if (current === null) return complete(d);
     const step = d.logic.steps[current];
     if (step === undefined) throw new Error(`step ${current} is not in ${d.logic.logicId}@${d.logic.version}`);
     d.instance.currentStep = current;
-    const input =
-      replacement !== undefined ? replacement.input : step.input === undefined ? d.instance.input : await evaluate(step.input, d.instance);
-    replacement = undefined;
+    d.enterVisit(current, sameVisit);
+    sameVisit = false;
+    let input: JsonValue = null;
+    let entered: { goto?: string | null };
+    try {
+      input = replacement !== undefined ? replacement.input : step.input === undefined ? d.instance.input : await evaluate('input', step.input, d.instance);
+      replacement = undefined;
+      entered = await (STEP_KINDS[step.kind] as (...a: unknown[]) => Promise<{ goto?: string | null }>)(d, current, step, input);
+    } catch (err) {
+      // Every step kind evaluates before it changes anything, so the draft holds no half-entered
+      // step: record the failure and route it like any permanent failure of the step.
+      entered = await failedEntry(d, current, input, stepErrorOf(err, current));
+    }
     // the decision is visible to exactly one step: the one right after it
-    const entered = await (STEP_KINDS[step.kind] as (...a: unknown[]) => Promise<{ goto?: string | null }>)(
-      d,
-      current,
-      step,
-      input,
-    );
     d.ctx.decision = null;
     if (!('goto' in entered)) return;
     current = entered.goto ?? null;
@@ -38,10 +51,33 @@ export async function enter(d: Draft, name: string | null, override?: { input: J
   await failWorkflow(d, { code: 'FLOW_LOOP', message: `more than ${MAX_STEPS_PER_TRANSITION} steps without a side effect` }, { exhausted: false });
 }
 
+/**
+ * A step whose entry threw (its mapping failed): a failed attempt that never called out, then its
+ * `onError` route, or the end of the workflow (compensating first) — never another try.
+ */
+async function failedEntry(d: Draft, name: string, input: JsonValue, error: FlowErrorBody): Promise<{ goto?: string | null }> {
+  d.insertAttempt({ step: name, attempt: d.nextAttempt(name), kind: 'step', state: 'failed', input, output: null, error, idempotencyKey: null });
+  const onError = d.logic.steps[name]?.onError;
+  if (onError !== undefined) {
+    d.setOutput(name, { error } as JsonValue);
+    return { goto: onError };
+  }
+  await failWorkflow(d, error, { exhausted: false });
+  return {};
+}
+
 async function complete(d: Draft): Promise<void> {
   const { logic, instance } = d;
   const last = instance.currentStep;
-  instance.output = logic.output !== undefined ? await evaluate(logic.output, instance) : last === null ? null : (instance.ctx.outputs[last] ?? null);
+  if (logic.output !== undefined) {
+    try {
+      instance.output = await evaluate('output', logic.output, instance);
+    } catch (err) {
+      return failWorkflow(d, stepErrorOf(err, undefined, 'output'), { exhausted: false });
+    }
+  } else {
+    instance.output = last === null ? null : (instance.ctx.outputs[last] ?? null);
+  }
   instance.state = 'completed';
   instance.ctx.running = null;
   instance.error = null;
@@ -88,11 +124,16 @@ export async function prepareNextCompensation(d: Draft): Promise<void> {
   }
   const reg = instance.ctx.compensations[next]!;
   const action = d.logic.steps[reg.step]?.compensate;
-  // evaluated now, not at registration: the step's own output is known by the time it is undone
-  const input = action?.input === undefined ? reg.stepInput : await evaluate(action.input, instance);
+  const idempotencyKey = keys.compensation(instance.id, reg.step, reg.generation, reg.visit);
+  let input: JsonValue;
+  try {
+    // evaluated now, not at registration: the step's own output is known by the time it is undone
+    input = action?.input === undefined ? reg.stepInput : await evaluate('compensate.input', action.input, instance);
+  } catch (err) {
+    return compensationUnprepared(d, next, stepErrorOf(err, reg.step, 'compensate.input'), idempotencyKey);
+  }
   reg.state = 'running';
   reg.attempts += 1;
-  const idempotencyKey = keys.compensation(instance.id, reg.step, reg.generation);
   const seq = d.insertAttempt({
     step: reg.step,
     attempt: reg.attempts,
@@ -113,17 +154,34 @@ export async function prepareNextCompensation(d: Draft): Promise<void> {
     idempotencyKey,
     budgetStart: reg.attempts,
     registration: next,
+    ...visitField(reg.visit ?? 1),
   };
   instance.state = 'compensating';
 }
 
+/**
+ * A compensation whose input cannot be evaluated cannot run, now or on a retry: recorded as a
+ * failed attempt, and the instance dead-letters as for a compensation out of attempts, so an
+ * operator settles it (force-complete, or a repair of the definition's data).
+ */
+function compensationUnprepared(d: Draft, index: number, error: FlowErrorBody, idempotencyKey: string): void {
+  const reg = d.ctx.compensations[index]!;
+  reg.attempts += 1;
+  d.insertAttempt({ step: reg.step, attempt: reg.attempts, kind: 'compensation', state: 'failed', input: null, output: null, error, idempotencyKey });
+  reg.state = 'failed';
+  reg.error = error;
+  d.ctx.running = null;
+  d.instance.state = 'dead_lettered';
+  d.instance.error = { code: 'FLOW_COMPENSATION_FAILED', message: `compensation of ${reg.step} cannot run: ${error.message}`, step: reg.step };
+}
+
 /** The core's reaction to the result of the running attempt (a step or a compensation). */
-export async function onOutcome(logic: LogicVersion, inst: Instance, outcome: StepOutcome): Promise<Transition> {
+export async function onOutcome(logic: LogicVersion, inst: Instance, outcome: StepOutcome, goOn = false): Promise<Transition> {
   const running = inst.ctx.running;
   if (running === null) throw new Error(`workflow ${inst.id} has no running attempt to report on`);
-  if (running.kind === 'compensation') return onCompensationOutcome(logic, inst, outcome);
+  if (running.kind === 'compensation') return onCompensationOutcome(logic, inst, outcome, goOn);
   const step = logic.steps[running.step]!;
-  const d = new Draft(logic, inst, 'step_succeeded');
+  const d = new Draft(logic, inst, 'step_succeeded', goOn);
   const checked = outcome.status === 'succeeded' ? validateOutput(step.output, outcome.output, running.step) : outcome;
 
   if (checked.status === 'succeeded') {
@@ -138,6 +196,9 @@ export async function onOutcome(logic: LogicVersion, inst: Instance, outcome: St
     d.finishAttempt(running, 'parked', null, null);
     d.instance.state = 'waiting';
     d.cause = 'parked';
+    // the step's timeoutMs bounds the wait for its callback too (a timer on the database clock);
+    // without one it waits as long as it takes, like a decision without a deadline
+    if (step.timeoutMs !== undefined) d.commands.push({ type: 'timer', purpose: 'callback', delayMs: step.timeoutMs, at: null, seq: running.seq });
     return d.done();
   }
 
@@ -166,7 +227,7 @@ export async function onOutcome(logic: LogicVersion, inst: Instance, outcome: St
   d.ctx.running = null;
   if (!checked.retryable) {
     // A permanent refusal means the call took no effect: there is nothing of it to undo.
-    d.ctx.compensations = d.ctx.compensations.filter((r) => !(r.step === running.step && r.generation === running.generation));
+    d.ctx.compensations = d.ctx.compensations.filter((r) => !isRegistrationOf(r, running.step, running.generation, running.visit ?? 1));
   }
   if (step.onError !== undefined) {
     d.setOutput(running.step, { error } as JsonValue);
@@ -182,9 +243,9 @@ export async function onOutcome(logic: LogicVersion, inst: Instance, outcome: St
   return d.done();
 }
 
-async function onCompensationOutcome(logic: LogicVersion, inst: Instance, outcome: StepOutcome): Promise<Transition> {
+async function onCompensationOutcome(logic: LogicVersion, inst: Instance, outcome: StepOutcome, goOn: boolean): Promise<Transition> {
   const running = inst.ctx.running!;
-  const d = new Draft(logic, inst, 'compensation_succeeded');
+  const d = new Draft(logic, inst, 'compensation_succeeded', goOn);
   const reg = d.ctx.compensations[running.registration!]!;
   if (outcome.status === 'succeeded' || outcome.status === 'parked') {
     // a compensation has no callback protocol: accepted (202) counts as done
@@ -193,6 +254,7 @@ async function onCompensationOutcome(logic: LogicVersion, inst: Instance, outcom
     reg.state = 'succeeded';
     reg.error = null;
     await prepareNextCompensation(d);
+    if (d.instance.state === 'dead_lettered') d.cause = 'compensation_exhausted';
     return d.done();
   }
   const error = { ...outcome.error, step: running.step };
@@ -229,8 +291,8 @@ async function onCompensationOutcome(logic: LogicVersion, inst: Instance, outcom
  * A func step made a host call whose result must be durable before the module runs again: the
  * record grows, the attempt stays running, and the same worker goes on (DESIGN.md §6).
  */
-export function onProgress(logic: LogicVersion, inst: Instance, record: FuncRecord): Transition {
-  const d = new Draft(logic, inst, 'step_progressed');
+export function onProgress(logic: LogicVersion, inst: Instance, record: FuncRecord, goOn = false): Transition {
+  const d = new Draft(logic, inst, 'step_progressed', goOn);
   d.ctx.funcs = { ...d.ctx.funcs, [funcKey(inst.ctx.running!)]: record };
   return d.done();
 }
@@ -245,10 +307,9 @@ function causeAfterEnter(d: Draft): TransitionCause {
 
 /** Builds the first transition of a new instance: enters `start` and runs to the first effect. */
 export async function begin(logic: LogicVersion, inst: Instance): Promise<Transition> {
+  // a new instance waits for a worker (pending); the first effect is already prepared
   const d = new Draft(logic, inst, 'claim');
   await enter(d, logic.start);
-  // a new instance waits for a worker; the first effect is already prepared
-  if (d.instance.state === 'processing') d.instance.state = 'pending';
   return d.done();
 }
 
@@ -258,9 +319,23 @@ export function isUnstarted(inst: Instance): boolean {
 }
 
 /** The first transition of a claimed, unstarted child; the claiming worker may go straight on. */
-export async function beginClaimed(logic: LogicVersion, inst: Instance): Promise<Transition> {
-  const d = new Draft(logic, inst, 'step_succeeded');
+export async function beginClaimed(logic: LogicVersion, inst: Instance, goOn = false): Promise<Transition> {
+  const d = new Draft(logic, inst, 'step_succeeded', goOn);
   await enter(d, logic.start);
   d.cause = causeAfterEnter(d);
   return d.done();
+}
+
+/** Per-attempt timeout when a step (or a compensation action) sets none. */
+export const DEFAULT_TIMEOUT_MS = 30_000;
+
+/**
+ * How long one attempt may take: a step's `timeoutMs`, or a compensation action's own — never
+ * the forward step's for its compensation. For a step answered 202 it also bounds the wait for
+ * the callback (FLOW_CALLBACK_TIMEOUT), when the step sets it.
+ */
+export function attemptTimeoutMs(logic: LogicVersion, running: Pick<Running, 'kind' | 'step'>): number {
+  const step = logic.steps[running.step];
+  const def = running.kind === 'step' ? step : step?.compensate;
+  return def?.timeoutMs ?? DEFAULT_TIMEOUT_MS;
 }

@@ -46,6 +46,11 @@ export interface Ctx {
   order: string[];
   /** The last attempt number of each step in this generation. */
   attempts: Record<string, number>;
+  /**
+   * Steps entered more than once in this generation (a loop), with their visit count; a step
+   * entered once is absent. The visit is part of the idempotency key (keys.step).
+   */
+  visits?: Record<string, number>;
   /** What func steps recorded, by `funcKey`: their clock and every host call made. */
   funcs?: Record<string, FuncRecord>;
 }
@@ -56,9 +61,10 @@ export interface FuncRecord {
   calls: { n: number; importName: string; request: JsonValue; response: JsonValue }[];
 }
 
-/** Func records survive retries of the same step in a generation, and nothing else. */
+/** Func records survive retries of the same visit of a step in a generation, and nothing else. */
 export function funcKey(running: Running): string {
-  return `${running.kind}:${running.step}:${running.generation}`;
+  const visit = running.visit ?? 1;
+  return `${running.kind}:${running.step}:${running.generation}${visit > 1 ? `:visit:${visit}` : ''}`;
 }
 
 /** The identity that resumed a decision, as the caller's auth established it. */
@@ -79,6 +85,8 @@ export interface Running {
   budgetStart: number;
   /** Index into ctx.compensations for a compensation run. */
   registration?: number;
+  /** Which visit of the step this is, when the step was entered more than once (absent: the first). */
+  visit?: number;
 }
 
 export interface Registration {
@@ -87,6 +95,8 @@ export interface Registration {
   /** The step's own evaluated input: the compensation's input unless `compensate.input` says otherwise. */
   stepInput: JsonValue;
   state: 'registered' | 'running' | 'succeeded' | 'failed';
+  /** The visit of the step that registered it (absent: the first): each visit is undone on its own. */
+  visit?: number;
   attempts: number;
   error: FlowErrorBody | null;
 }
@@ -108,11 +118,17 @@ export type AttemptWrite =
     }
   | { op: 'finish'; seq: number; state: 'succeeded' | 'failed' | 'parked' | 'superseded'; output: JsonValue; error: FlowErrorBody | null };
 
+/**
+ * What a timer ends when it fires, for the parked attempt it names: a `delay`, a decision's
+ * `deadline`, or the wait for a 202-answered step's `callback` (its `timeoutMs`).
+ */
+export type TimerPurpose = 'delay' | 'deadline' | 'callback';
+
 /** Side effects that must commit with the transition: the shell performs them after the commit. */
 export type Command =
   | { type: 'outbox'; kind: 'event' | 'callback'; topic: string; payload: JsonValue; idempotencyKey: string }
   /** Fires after `delayMs` (database clock) or `at` (an ISO timestamp); `seq` names the parked attempt. */
-  | { type: 'timer'; purpose: 'delay' | 'deadline'; delayMs: number | null; at: string | null; seq: number }
+  | { type: 'timer'; purpose: TimerPurpose; delayMs: number | null; at: string | null; seq: number }
   /** One child instance per input, of `logicId` (pinned to `version`, else the active one). */
   | { type: 'spawn'; logicId: string; version: number | null; inputs: JsonValue[]; seq: number }
   /** Cancel every child that has not ended. */

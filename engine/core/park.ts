@@ -28,11 +28,11 @@ export async function enterDecision(d: Draft, name: string, step: StepOfKind<'de
  * nothing to wait for: the output is an empty array at once (returns false: did not park).
  */
 export async function enterChildren(d: Draft, name: string, step: StepOfKind<'children'>, input: JsonValue): Promise<string | boolean> {
-  const items = await evaluate(step.items, d.instance);
+  const items = await evaluate('items', step.items, d.instance);
   if (!Array.isArray(items)) return `items evaluated to ${JSON.stringify(items)}, not an array`;
   if (items.length === 0) return false;
   const inputs: JsonValue[] = [];
-  for (const [index, item] of items.entries()) inputs.push(await evaluate(step.itemInput, d.instance, { item, index }));
+  for (const [index, item] of items.entries()) inputs.push(await evaluate('itemInput', step.itemInput, d.instance, { item, index }));
   const seq = parkAttempt(d, name, input);
   d.commands.push({ type: 'spawn', logicId: step.logicId, version: step.version ?? null, inputs, seq });
   return true;
@@ -42,7 +42,7 @@ export async function enterChildren(d: Draft, name: string, step: StepOfKind<'ch
 export async function enterDelay(d: Draft, name: string, step: StepOfKind<'delay'>, input: JsonValue): Promise<string | null> {
   let at: string | null = null;
   if (step.until !== undefined) {
-    const value = await evaluate(step.until, d.instance);
+    const value = await evaluate('until', step.until, d.instance);
     if (typeof value !== 'string' || Number.isNaN(Date.parse(value))) {
       return `until evaluated to ${JSON.stringify(value)}, not an ISO timestamp`;
     }

@@ -21,10 +21,19 @@ export function unitHash(s: string): number {
   return createHash('sha256').update(s).digest().readUInt32BE(0) / 2 ** 32;
 }
 
-/** Idempotency keys (DESIGN.md §3): the same across retries, rotated by a new generation. */
+/**
+ * The key of visit `visit` of a step in a generation. A step entered again in the same generation
+ * (a loop back to it) must not reuse its key, or the owning service replays its first answer:
+ * visit k ≥ 2 appends `:visit:<k>`, before any `:compensate` or `:call:<n>` (DESIGN.md §5).
+ */
+function stepKey(id: string, step: string, generation: number, visit = 1): string {
+  return visit > 1 ? `${id}:${step}:${generation}:visit:${visit}` : `${id}:${step}:${generation}`;
+}
+
+/** Idempotency keys (DESIGN.md §3): the same across retries, rotated by a new generation or visit. */
 export const keys = {
-  step: (id: string, step: string, generation: number) => `${id}:${step}:${generation}`,
-  compensation: (id: string, step: string, generation: number) => `${id}:${step}:${generation}:compensate`,
+  step: stepKey,
+  compensation: (id: string, step: string, generation: number, visit = 1) => `${stepKey(id, step, generation, visit)}:compensate`,
   /** Host call n of a func run: the attempt's own key (step, or `…:compensate`) plus `:call:<n>`. */
   hostCall: (attemptKey: string, n: number) => `${attemptKey}:call:${n}`,
 };

@@ -2,9 +2,9 @@ import type { FlowErrorBody, StepDef, StepKind, StepOfKind } from '../../contrac
 import { enterChildren, enterDecision, enterDelay } from './park.ts';
 import { failWorkflow } from './flow.ts';
 import { evaluate } from './expressions.ts';
-import type { JsonValue } from './instance.ts';
+import type { JsonValue, Registration } from './instance.ts';
 import { keys } from './retry.ts';
-import type { Draft } from './transition.ts';
+import { type Draft, visitField } from './transition.ts';
 
 /** How the core enters a step: it either moves on at once (`goto`) or stops (an effect, a park, an end). */
 export type Entered = { goto: string | null } | { stop: true };
@@ -21,15 +21,15 @@ export const STEP_KINDS: { [K in StepKind]: Enter<K> } = {
   pass: async (d, name, step, input) => pure(d, name, input, step.next ?? null),
 
   choice: async (d, name, step) => {
-    for (const branch of step.branches) {
-      if ((await evaluate(branch.when, d.instance)) === true) return pure(d, name, { next: branch.next }, branch.next);
+    for (const [i, branch] of step.branches.entries()) {
+      if ((await evaluate(`branches[${i}].when`, branch.when, d.instance)) === true) return pure(d, name, { next: branch.next }, branch.next);
     }
     return pure(d, name, { next: step.otherwise }, step.otherwise);
   },
 
   emit: async (d, name, step, input) => {
-    const payload = await evaluate(step.payload, d.instance);
-    const key = keys.step(d.instance.id, name, d.instance.generation);
+    const payload = await evaluate('payload', step.payload, d.instance);
+    const key = keys.step(d.instance.id, name, d.instance.generation, d.visitOf(name));
     d.commands.push({ type: 'outbox', kind: 'event', topic: step.event, payload, idempotencyKey: key });
     void input;
     return pure(d, name, payload, step.next ?? null);
@@ -80,10 +80,17 @@ function pure(d: Draft, name: string, output: JsonValue, next: string | null): E
  */
 function prepareEffect(d: Draft, name: string, step: StepDef, input: JsonValue): Entered {
   const { generation } = d.instance;
-  if (step.compensate && !d.ctx.compensations.some((r) => r.step === name && r.generation === generation)) {
-    d.ctx.compensations.push({ step: name, generation, stepInput: input, state: 'registered', attempts: 0, error: null });
+  const visit = d.visitOf(name);
+  // once per visit: a retry verb re-entering the same visit finds its registration already there
+  if (step.compensate && !d.ctx.compensations.some((r) => isRegistrationOf(r, name, generation, visit))) {
+    d.ctx.compensations.push({ step: name, generation, ...visitField(visit), stepInput: input, state: 'registered', attempts: 0, error: null });
   }
   d.startAttempt(name, input, 'running');
   d.instance.state = 'processing';
   return STOP;
+}
+
+/** Whether `r` is the registration of that visit of `step` in `generation`. */
+export function isRegistrationOf(r: Registration, step: string, generation: number, visit: number): boolean {
+  return r.step === step && r.generation === generation && (r.visit ?? 1) === visit;
 }

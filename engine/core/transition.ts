@@ -15,6 +15,11 @@ export interface Transition {
   runAfterMs: number | null;
 }
 
+/** The `visit` field of a running attempt or a registration: present only from the second visit on. */
+export function visitField(visit: number): { visit?: number } {
+  return visit > 1 ? { visit } : {};
+}
+
 /**
  * A transition being built. The core works on a private copy of the instance, so the caller's
  * object never changes and a failed commit leaves nothing half-applied in memory.
@@ -30,6 +35,8 @@ export class Draft {
     readonly logic: LogicVersion,
     from: Instance,
     cause: TransitionCause,
+    /** The caller holds the lease and runs the next prepared attempt itself (a worker going on). */
+    readonly goOn = false,
   ) {
     this.instance = structuredClone(from);
     this.cause = cause;
@@ -51,15 +58,30 @@ export class Draft {
   }
 
   /**
+   * Counts an entry into `step`. A step that already has an attempt in this generation is being
+   * visited again (a loop back to it), unless `sameVisit` (the retry verb re-running it).
+   */
+  enterVisit(step: string, sameVisit: boolean): void {
+    if (sameVisit || this.ctx.attempts[step] === undefined) return;
+    this.ctx.visits = { ...this.ctx.visits, [step]: this.visitOf(step) + 1 };
+  }
+
+  /** The visit of `step` now under way in this generation (1: the first). */
+  visitOf(step: string): number {
+    return this.ctx.visits?.[step] ?? 1;
+  }
+
+  /**
    * Starts the next attempt of `step` in this generation — `running` for an effect, `parked` for
    * a wait — writes its row, and makes it the instance's running attempt.
    */
   startAttempt(step: string, input: JsonValue, state: 'running' | 'parked'): Running {
     const { id, generation } = this.instance;
-    const idempotencyKey = keys.step(id, step, generation);
+    const visit = this.visitOf(step);
+    const idempotencyKey = keys.step(id, step, generation, visit);
     const attempt = this.nextAttempt(step);
     const seq = this.insertAttempt({ step, attempt, kind: 'step', state, input, output: null, error: null, idempotencyKey });
-    this.ctx.running = { seq, kind: 'step', step, attempt, budgetStart: attempt, generation, input, idempotencyKey };
+    this.ctx.running = { seq, kind: 'step', step, attempt, budgetStart: attempt, generation, input, idempotencyKey, ...visitField(visit) };
     return this.ctx.running;
   }
 
@@ -75,7 +97,14 @@ export class Draft {
     this.attempts.push({ op: 'finish', seq: running.seq, state, output, error });
   }
 
+  /**
+   * The transition with its final state. The hand-over rule lives here and nowhere else: a
+   * prepared effect is `processing` only for a caller that holds the lease, goes on, and has no
+   * backoff to wait; for anyone else — a new instance, a verb, a completion, a wake-up applied by
+   * a stopping worker — it waits as `pending`, for any worker to claim.
+   */
   done(): Transition {
+    if (this.instance.state === 'processing' && (!this.goOn || this.runAfterMs !== null)) this.instance.state = 'pending';
     return {
       instance: this.instance,
       cause: this.cause,

@@ -4,7 +4,6 @@ import { enter, prepareNextCompensation } from './flow.ts';
 import type { Instance, JsonValue } from './instance.ts';
 import { schemaProblems } from './schemas.ts';
 import { Draft, type Transition } from './transition.ts';
-import { handOff } from './wake.ts';
 
 /**
  * Operator verbs (DESIGN.md §5) as pure decisions. Each refuses — changing nothing — when the
@@ -41,8 +40,8 @@ export async function retry(logic: LogicVersion, inst: Instance): Promise<Transi
   }
   const step = inst.currentStep;
   if (step === null) throw new Refused('FLOW_NOTHING_TO_RETRY', `workflow ${inst.id} has no failed step`);
-  await enter(d, step);
-  return handOff(d);
+  await enter(d, step, { sameVisit: true });
+  return d.done();
 }
 
 export interface RewindArgs {
@@ -75,14 +74,15 @@ export async function rewind(logic: LogicVersion, inst: Instance, cause: 'verb.r
   for (const s of forgotten) delete d.ctx.outputs[s];
   d.ctx.order = cut < 0 ? d.ctx.order : d.ctx.order.slice(0, cut);
   d.ctx.attempts = {};
+  delete d.ctx.visits;
   d.ctx.decision = null;
   d.ctx.unwindTo = null;
   d.instance.generation += 1;
   d.instance.error = null;
   d.instance.output = null;
   const override = args.input !== undefined && !replaceWorkflowInput ? { input: args.input } : undefined;
-  await enter(d, args.step, override);
-  return handOff(d);
+  await enter(d, args.step, override === undefined ? {} : { override });
+  return d.done();
 }
 
 export interface CancelArgs {
@@ -139,5 +139,5 @@ export async function forceComplete(logic: LogicVersion, inst: Instance, args: F
   d.instance.error = null;
   d.setOutput(args.step, args.output);
   await enter(d, logic.steps[args.step]!.next ?? null);
-  return handOff(d);
+  return d.done();
 }

@@ -1,7 +1,7 @@
 import type { LogicVersion, StepOutcome } from '../../contracts/index.ts';
 import { Refused } from './errors.ts';
 import { enter, failWorkflow, onOutcome } from './flow.ts';
-import type { Approver, Instance, JsonValue } from './instance.ts';
+import type { Approver, Instance, JsonValue, TimerPurpose } from './instance.ts';
 import { schemaProblems } from './schemas.ts';
 import { Draft, type Transition } from './transition.ts';
 
@@ -19,11 +19,6 @@ async function runOn(d: Draft, output: JsonValue, next: string | null): Promise<
   d.setOutput(running.step, output);
   d.ctx.running = null;
   await enter(d, next);
-  return handOff(d);
-}
-
-export function handOff(d: Draft): Transition {
-  if (d.instance.state === 'processing') d.instance.state = 'pending';
   return d.done();
 }
 
@@ -62,20 +57,30 @@ export async function onResume(logic: LogicVersion, inst: Instance, args: Resume
  * A timer fired. Returns null when it is stale: the attempt it was set for is already over
  * (answered before its deadline, cancelled, rewound), so firing it must change nothing.
  */
-export async function onTimer(logic: LogicVersion, inst: Instance, timer: { purpose: string; seq: number }): Promise<Transition | null> {
+export async function onTimer(
+  logic: LogicVersion,
+  inst: Instance,
+  timer: { purpose: TimerPurpose | 'children'; seq: number },
+  goOn = false,
+): Promise<Transition | null> {
   const running = inst.ctx.running;
   if (inst.state !== 'waiting' || running === null || running.seq !== timer.seq) return null;
   const step = logic.steps[running.step]!;
-  if (timer.purpose === 'delay') return runOn(new Draft(logic, inst, 'resumed'), running.input, step.next ?? null);
+  if (timer.purpose === 'delay') return runOn(new Draft(logic, inst, 'resumed', goOn), running.input, step.next ?? null);
+  if (timer.purpose === 'callback') {
+    // no completion in time: the outcome is unknown, so a retryable failure under the step's policy
+    const error = { code: 'FLOW_CALLBACK_TIMEOUT', message: `no completion of ${running.step} within its timeoutMs (${step.timeoutMs} ms)` };
+    return answerParked(logic, inst, { status: 'failed', retryable: true, error }, goOn);
+  }
 
-  const d = new Draft(logic, inst, 'deadline_expired');
+  const d = new Draft(logic, inst, 'deadline_expired', goOn);
   const error = { code: 'DEADLINE_EXCEEDED', message: `no decision on ${running.step} before its deadline`, step: running.step };
   d.finishAttempt(running, 'failed', null, error);
   d.ctx.running = null;
   if (step.kind === 'decision' && step.onTimeout !== undefined) {
     d.setOutput(running.step, { error });
     await enter(d, step.onTimeout);
-    return handOff(d);
+    return d.done();
   }
   await failWorkflow(d, error, { exhausted: false });
   return d.done();
@@ -95,12 +100,18 @@ export interface ChildrenState {
  * `fail_fast`, the first failed child fails the step and cancels the rest. Returns null while
  * there is nothing to do yet, or when the signal is stale.
  */
-export async function onChildren(logic: LogicVersion, inst: Instance, seq: number, children: ChildrenState): Promise<Transition | null> {
+export async function onChildren(
+  logic: LogicVersion,
+  inst: Instance,
+  seq: number,
+  children: ChildrenState,
+  goOn = false,
+): Promise<Transition | null> {
   const running = inst.ctx.running;
   const step = running === null ? undefined : logic.steps[running.step];
   if (inst.state !== 'waiting' || running?.seq !== seq || step?.kind !== 'children') return null;
   if (step.failurePolicy === 'fail_fast' && children.failed > 0) {
-    const d = new Draft(logic, inst, 'resumed');
+    const d = new Draft(logic, inst, 'resumed', goOn);
     const error = { code: 'CHILD_FAILED', message: `${children.failed} of ${children.total} children did not complete`, step: running.step };
     d.finishAttempt(running, 'failed', null, error);
     d.ctx.running = null;
@@ -108,7 +119,7 @@ export async function onChildren(logic: LogicVersion, inst: Instance, seq: numbe
     if (step.onError !== undefined) {
       d.setOutput(running.step, { error });
       await enter(d, step.onError);
-      return handOff(d);
+      return d.done();
     }
     await failWorkflow(d, error, { exhausted: false });
     return d.done();
@@ -118,7 +129,7 @@ export async function onChildren(logic: LogicVersion, inst: Instance, seq: numbe
     step.failurePolicy === 'fail_fast'
       ? children.results.map((r) => r.output)
       : children.results.map((r) => ({ state: r.state, output: r.output, error: r.error }));
-  return runOn(new Draft(logic, inst, 'resumed'), output as JsonValue, step.next ?? null);
+  return runOn(new Draft(logic, inst, 'resumed', goOn), output as JsonValue, step.next ?? null);
 }
 
 /**
@@ -132,8 +143,11 @@ export async function onCallback(logic: LogicVersion, inst: Instance, seq: numbe
     throw new Refused('FLOW_STALE_TOKEN', `workflow ${inst.id} is no longer waiting for this completion`);
   }
   if (outcome.status === 'parked') throw new Refused('FLOW_BAD_COMPLETION', 'a completion must carry an output or an error', 422);
-  const t = await onOutcome(logic, inst, outcome);
-  t.cause = 'resumed';
-  if (t.instance.state === 'processing') t.instance.state = 'pending';
-  return t;
+  return answerParked(logic, inst, outcome);
+}
+
+/** The parked attempt's outcome arrived (a completion) or will not (its timeout): the core decides as for any outcome. */
+async function answerParked(logic: LogicVersion, inst: Instance, outcome: StepOutcome, goOn = false): Promise<Transition> {
+  const t = await onOutcome(logic, inst, outcome, goOn);
+  return { ...t, cause: 'resumed' };
 }

@@ -9,7 +9,7 @@ import type { Executor } from './index.ts';
 export function httpExecutor(allowlist: readonly string[]): Executor<'http'> {
   const allowed = new Set(allowlist);
   return async (def, a) => {
-    const url = isLiteralUrl(def.url) ? def.url : String(await evaluate(def.url, a.instance));
+    const url = isLiteralUrl(def.url) ? def.url : String(await evaluate('url', def.url, a.instance));
     const parsed = new URL(url);
     if (!hostAllowed(allowed, parsed)) throw new HostNotAllowed(parsed.host);
     return callHttp({

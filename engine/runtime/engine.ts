@@ -5,7 +5,7 @@ import {
   TERMINAL_STATES,
   type WorkflowRecord,
 } from '../../contracts/index.ts';
-import { BadRequest, CallbackNotAllowed, SecretMissing } from '../errors.ts';
+import { BadRequest, CallbackNotAllowed, SecretMissing, SettleTimeout } from '../errors.ts';
 import { hostAllowed } from '../executors/allowlist.ts';
 import { createExecutors, type ExecutorOptions } from '../executors/index.ts';
 import type { Db } from '../store/db.ts';
@@ -62,6 +62,15 @@ export interface EngineOptions {
   /** Signs outbox deliveries (X-Flow-Signature); receivers verify with it. (Default: as tokenSecret) */
   outboxSecret?: string;
   relay?: RelayTuning;
+}
+
+export interface SettleOptions {
+  /** (Default: the engine's env) */
+  env?: string;
+  /** How often the store is read. (Default: 20) */
+  pollMs?: number;
+  /** How long to wait before rejecting with FLOW_SETTLE_TIMEOUT. (Default: 60000) */
+  timeoutMs?: number;
 }
 
 /** The engine's entry points. Workers are not started until `workers.start()`. */
@@ -186,7 +195,8 @@ export class Engine {
 
   /**
    * Starts an instance pinned to the requested version (or the highest active one), with its first step
-   * already prepared. The same idempotency key returns the first instance instead. An optional
+   * already prepared. The same idempotency key with the same request returns the first instance
+   * instead; with a different request it is refused (FLOW_IDEMPOTENCY_MISMATCH, 409). An optional
    * `callback: { url }` receives a notification on every transition into a terminal state.
    */
   async start(request: unknown): Promise<{ id: string; created: boolean }> {
@@ -222,6 +232,7 @@ export class Engine {
         input: req.input,
         correlationId: req.correlationId ?? null,
         idempotencyKey: req.idempotencyKey ?? null,
+        requestedVersion: req.version ?? null,
         callbackUrl: req.callback?.url ?? null,
       });
       return { ...started, record: withRecord ? await loadRecord(c, started.id) : null };
@@ -253,9 +264,12 @@ export class Engine {
 
   /**
    * Resolves once the instance is terminal or parked (`waiting`) on something other than its own
-   * children — those this engine's workers run on — polling the store.
+   * children — those this engine's workers run on — polling the store. Rejects with
+   * FLOW_SETTLE_TIMEOUT when that takes longer than `timeoutMs`. A string is the env.
    */
-  async settled(id: string, env = this.env, pollMs = 20): Promise<WorkflowRecord> {
+  async settled(id: string, opts: SettleOptions | string = {}): Promise<WorkflowRecord> {
+    const { env = this.env, pollMs = 20, timeoutMs = 60_000 } = typeof opts === 'string' ? { env: opts } : opts;
+    const until = Date.now() + timeoutMs;
     for (;;) {
       const record = await this.get(id, env);
       if (TERMINAL_STATES.has(record.state as never)) return record;
@@ -263,6 +277,7 @@ export class Engine {
         const logic = await this.logics.get(env, record.logicHash);
         if (logic.steps[record.currentStep ?? '']?.kind !== 'children') return record;
       }
+      if (Date.now() >= until) throw new SettleTimeout(id, record.state, timeoutMs);
       await new Promise((r) => setTimeout(r, pollMs));
     }
   }

@@ -1,11 +1,11 @@
 import type { LogicVersion } from '../../contracts/index.ts';
 import { FlowError } from '../../contracts/index.ts';
+import { attemptTimeoutMs } from '../core/flow.ts';
 import type { Instance } from '../core/instance.ts';
 import type { ResumeTokens } from './resume-tokens.ts';
 import { type EffectDef, type EffectResult, type EffectKind, type Executor, type Executors, flowHeaders } from '../executors/index.ts';
 
-/** Per-attempt timeout when a step sets none. */
-export const DEFAULT_TIMEOUT_MS = 30_000;
+export { DEFAULT_TIMEOUT_MS } from '../core/flow.ts';
 
 /**
  * Runs the instance's prepared attempt (a step or a compensation) through the executor of its
@@ -26,7 +26,7 @@ export async function executeAttempt(
   if (def === undefined || !(def.kind in executors)) {
     throw new Error(`workflow ${instance.id}: ${running.kind} ${running.step} is not an effect`);
   }
-  const timeoutMs = step?.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const timeoutMs = attemptTimeoutMs(logic, running);
   try {
     const execute = executors[def.kind] as Executor<EffectKind>;
     const headers = flowHeaders(instance, running);

@@ -52,7 +52,7 @@ export async function ingestEvent(c: Client, logics: LogicCache, env: string, e:
     const label = `${logic.logicId}@${logic.version}`;
     let input: JsonValue;
     try {
-      input = await evaluateIn(trigger.input, { event: { type: e.type, payload, idempotencyKey: e.idempotencyKey } });
+      input = await evaluateIn('trigger.input', trigger.input, { event: { type: e.type, payload, idempotencyKey: e.idempotencyKey } });
     } catch (err) {
       throw new TriggerInputInvalid(e.type, label, [`trigger input expression failed: ${(err as Error).message}`]);
     }

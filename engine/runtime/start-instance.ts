@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import type { LogicVersion } from '../../contracts/index.ts';
+import { canonicalJson, type LogicVersion, sha256Hex } from '../../contracts/index.ts';
 import { begin } from '../core/flow.ts';
 import { initialCtx, type Instance, type JsonValue } from '../core/instance.ts';
 import { schemaProblems } from '../core/schemas.ts';
-import { InputInvalid } from '../errors.ts';
+import { IdempotencyMismatch, InputInvalid } from '../errors.ts';
 import { insertWorkflow } from '../store/insert-workflow.ts';
 import type { Client } from '../store/tx.ts';
 import type { LogicCache } from './logic-cache.ts';
@@ -12,8 +12,13 @@ export interface StartSpec {
   env: string;
   input: unknown;
   correlationId: string | null;
-  /** The same key in the env returns the first instance instead of starting another. */
+  /**
+   * The same key in the env returns the first instance instead of starting another, when the
+   * request is the same; with a different request it is refused (FLOW_IDEMPOTENCY_MISMATCH).
+   */
   idempotencyKey: string | null;
+  /** The version the request asked for (null: the active one), part of what the key stands for. (Default: null) */
+  requestedVersion?: number | null;
   /** Terminal-state notifications go here (a `callback` outbox row per terminal transition). */
   callbackUrl: string | null;
 }
@@ -28,7 +33,30 @@ export async function startPinned(c: Client, logics: LogicCache, logic: LogicVer
   if (problems.length > 0) throw new InputInvalid(`${logic.logicId}@${logic.version}`, problems);
   logics.remember(logic);
   const t = await begin(logic, newInstance(logic, spec));
-  return insertWorkflow(c, t, spec.idempotencyKey, spec.callbackUrl);
+  const hash = spec.idempotencyKey === null ? null : startRequestHash(logic.logicId, spec);
+  const started = await insertWorkflow(c, t, { idempotencyKey: spec.idempotencyKey, requestHash: hash, callbackUrl: spec.callbackUrl });
+  // an instance started before hashes were kept (null) answers any request, as it always did
+  if (!started.created && started.requestHash !== null && started.requestHash !== hash) {
+    throw new IdempotencyMismatch(spec.idempotencyKey!, started.id);
+  }
+  return { id: started.id, created: started.created };
+}
+
+/**
+ * What a start's idempotency key stands for: the sha256 of the canonical JSON of the request as
+ * normalised (defaults filled in, field order irrelevant). The env is left out (keys are per
+ * env), and so is the version the request resolved to: a repeat after a new version was published
+ * is still the same request.
+ */
+export function startRequestHash(logicId: string, spec: Omit<StartSpec, 'env' | 'idempotencyKey'>): string {
+  const request = {
+    logicId,
+    version: spec.requestedVersion ?? null,
+    input: spec.input ?? null,
+    correlationId: spec.correlationId,
+    callbackUrl: spec.callbackUrl,
+  };
+  return `sha256:${sha256Hex(canonicalJson(request))}`;
 }
 
 export function newInstance(logic: LogicVersion, spec: Pick<StartSpec, 'env' | 'input' | 'correlationId'>): Instance {

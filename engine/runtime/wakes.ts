@@ -11,13 +11,13 @@ import { asScheduler } from '../store/tx.ts';
  * something (a delay ran out, a deadline passed, its children have all ended). Null when none
  * does — stale timers, children still running — and the instance waits on.
  */
-export async function applyWakes(db: Db, logic: LogicVersion, stored: Stored): Promise<Transition | null> {
+export async function applyWakes(db: Db, logic: LogicVersion, stored: Stored, goOn: boolean): Promise<Transition | null> {
   const { instance } = stored;
   for (const wake of stored.wakes) {
     const t =
       wake.purpose === 'children'
-        ? await onChildren(logic, instance, wake.seq, await childrenState(db, instance.id, wake.seq))
-        : await onTimer(logic, instance, wake);
+        ? await onChildren(logic, instance, wake.seq, await childrenState(db, instance.id, wake.seq), goOn)
+        : await onTimer(logic, instance, wake, goOn);
     if (t !== null) return t;
   }
   return null;

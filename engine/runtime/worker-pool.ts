@@ -196,21 +196,19 @@ export class WorkerPool {
       const { instance } = stored;
       const logic = await this.logics.get(instance.env, instance.logicHash);
       if (instance.state === 'waiting') this.observer.onWake?.(logic, stored);
+      // the core gives the final state: `processing` where this worker goes on with the next attempt
+      const goOn = !this.#stopping;
       const t = isUnstarted(instance)
-        ? await beginClaimed(logic, instance)
+        ? await beginClaimed(logic, instance, goOn)
         : instance.state === 'waiting'
-          ? await applyWakes(this.db, logic, stored)
-          : await this.#step(logic, instance, token);
+          ? await applyWakes(this.db, logic, stored, goOn)
+          : await this.#step(logic, instance, token, goOn);
       if (t === null) {
         await asScheduler(this.db, (c) => releaseWakes(c, { id: instance.id, rowVersion: stored.rowVersion }));
         this.#timers.ring(); // timers of this instance passed over while it was held are due
         return;
       }
-      // a wake-up leaves its next step to any worker; the one holding the lease runs it itself
-      if (instance.state === 'waiting' && t.instance.state === 'pending' && t.runAfterMs === null) t.instance.state = 'processing';
-      const keep = !this.#stopping && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
-      // handing over: the next attempt is prepared, any worker may claim it
-      if (!keep && t.instance.state === 'processing') t.instance.state = 'pending';
+      const keep = goOn && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
       const committed = await this.#commit(stored, t, keep ? { token, ttlMs: this.leaseMs } : null);
       this.observer.onTransition?.(stored.instance, t, committed);
       // let the timer loop look again when what it waits for may have changed: a new timer may
@@ -227,11 +225,11 @@ export class WorkerPool {
   }
 
   /** Executes the prepared attempt and lets the core decide what its result means. */
-  async #step(logic: LogicVersion, instance: Instance, token: string): Promise<Transition> {
+  async #step(logic: LogicVersion, instance: Instance, token: string, goOn: boolean): Promise<Transition> {
     const began = performance.now();
     const result = await this.#withHeartbeat(instance.id, token, () => executeAttempt(logic, instance, this.executors, this.tokens));
     this.observer.onAttempt?.(logic, instance, result, (performance.now() - began) / 1000);
-    return result.status === 'progress' ? onProgress(logic, instance, result.record) : onOutcome(logic, instance, result);
+    return result.status === 'progress' ? onProgress(logic, instance, result.record, goOn) : onOutcome(logic, instance, result, goOn);
   }
 
   async #commit(from: Stored, t: Transition, keepLease: { token: string; ttlMs: number } | null): Promise<boolean> {

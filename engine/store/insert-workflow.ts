@@ -2,23 +2,32 @@ import type { Transition } from '../core/transition.ts';
 import { effectsParam, writeFanOut } from './commit-transition.ts';
 import type { Client } from './tx.ts';
 
+export interface StartKey {
+  /** Unique per env: a second insert with it inserts nothing. */
+  idempotencyKey: string | null;
+  /** What the key stands for (a hash of the start request), kept to tell a repeat from a misuse. */
+  requestHash?: string | null;
+  callbackUrl?: string | null;
+}
+
 /**
  * Inserts a new instance together with its first transition (the first step prepared, or pure
  * steps already run). With an idempotency key already used in this env, inserts nothing and
- * returns the existing instance's id.
+ * returns the existing instance's id and the request hash it was started with.
  */
 export async function insertWorkflow(
   c: Client,
   t: Transition,
-  idempotencyKey: string | null,
-  callbackUrl: string | null = null,
-): Promise<{ id: string; created: boolean }> {
+  key: StartKey,
+): Promise<{ id: string; created: boolean; requestHash: string | null }> {
+  const { idempotencyKey } = key;
   const i = t.instance;
   const res = await c.query<{ id: string }>(
     `INSERT INTO workflows (id, env_id, domain, logic_id, version, logic_hash, state, input, output, current_step, error,
-                            generation, ctx, correlation_id, idempotency_key, parent_id, branch_index, run_at, callback_url)
+                            generation, ctx, correlation_id, idempotency_key, parent_id, branch_index, run_at, callback_url,
+                            request_hash)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-             now() + coalesce($18::float8, 0) * interval '1 millisecond', $19)
+             now() + coalesce($18::float8, 0) * interval '1 millisecond', $19, $20)
      ON CONFLICT (env_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
      RETURNING id`,
     [
@@ -40,14 +49,19 @@ export async function insertWorkflow(
       i.parentId,
       i.branchIndex,
       t.runAfterMs,
-      callbackUrl,
+      key.callbackUrl ?? null,
+      key.requestHash ?? null,
     ],
   );
   if (res.rows.length === 0) {
-    const existing = await c.query<{ id: string }>('SELECT id FROM workflows WHERE idempotency_key = $1', [idempotencyKey]);
-    return { id: existing.rows[0]!.id, created: false };
+    const existing = await c.query<{ id: string; request_hash: string | null }>(
+      'SELECT id, request_hash FROM workflows WHERE idempotency_key = $1',
+      [idempotencyKey],
+    );
+    const row = existing.rows[0]!;
+    return { id: row.id, created: false, requestHash: row.request_hash };
   }
   await c.query('SELECT write_effects($1, $2, $3::jsonb)', [i.id, i.env, JSON.stringify(effectsParam(t))]);
   await writeFanOut(c, t);
-  return { id: i.id, created: true };
+  return { id: i.id, created: true, requestHash: key.requestHash ?? null };
 }

@@ -9,7 +9,11 @@ export interface ListedInstance {
   state: WorkflowState;
   currentStep: string | null;
   error: FlowErrorBody | null;
-  /** Why it is listed: `dead_lettered`, `lease_expired`, `deadline_passed` or `pending_too_long`. */
+  /**
+   * Why it is listed: `dead_lettered`; or, for a stuck one, `lease_expired`, `deadline_passed` (a
+   * decision's deadline), `callback_overdue` (a 202-answered step's timeoutMs), `delay_overdue`,
+   * `children_overdue` (a child's end not yet applied) or `pending_too_long`.
+   */
   reason: string;
   updatedAt: string;
   /** The full context snapshot: step outputs, the prepared attempt, the compensation stack. */
@@ -49,21 +53,26 @@ export async function listDeadLettered(c: Client, limit = 100): Promise<ListedIn
 }
 
 /**
- * Instances that should be moving and are not: held by a worker whose lease ran out, waiting on a
- * deadline timer that is overdue, or runnable (pending, or woken and not yet claimed) for longer
- * than `pendingForMs`.
+ * Instances that should be moving and are not, once per reason: held by a worker whose lease ran
+ * out; waiting on a timer that is overdue (named by what the timer ends: a deadline, a callback's
+ * timeout, a delay, a child's end) — a timer is overdue when no poller fired it; or runnable
+ * (pending, compensating and unheld, or woken and not yet claimed) for longer than `pendingForMs`.
  */
 export async function listStuck(c: Client, args: { pendingForMs: number; limit?: number }): Promise<ListedInstance[]> {
   const res = await c.query<Row>(
     `SELECT w.*, 'lease_expired' AS reason FROM workflows w
        WHERE w.state IN ('processing', 'compensating') AND w.lease_expires_at < now()
      UNION ALL
-     SELECT w.*, 'deadline_passed' FROM workflows w
-       WHERE w.state = 'waiting' AND EXISTS (
-         SELECT 1 FROM timers t WHERE t.workflow_id = w.id AND t.fire_at < now())
+     SELECT w.*, r.reason FROM workflows w
+       JOIN (SELECT DISTINCT t.workflow_id,
+                    CASE t.purpose WHEN 'deadline' THEN 'deadline_passed' WHEN 'callback' THEN 'callback_overdue'
+                                   ELSE t.purpose || '_overdue' END AS reason
+             FROM timers t WHERE t.fire_at < now()) r ON r.workflow_id = w.id
+       WHERE w.state = 'waiting'
      UNION ALL
      SELECT w.*, 'pending_too_long' FROM workflows w
-       WHERE (w.state = 'pending' OR (w.state = 'waiting' AND w.wakes IS NOT NULL))
+       WHERE (w.state = 'pending' OR (w.state = 'compensating' AND w.lease_expires_at IS NULL)
+              OR (w.state = 'waiting' AND w.wakes IS NOT NULL))
          AND w.run_at < now() - $1::float8 * interval '1 millisecond'
      ORDER BY updated_at LIMIT $2`,
     [args.pendingForMs, args.limit ?? 100],

@@ -1,5 +1,5 @@
 import type { FlowErrorBody, WorkflowState } from '../../contracts/index.ts';
-import type { Ctx, Instance, JsonValue } from '../core/instance.ts';
+import type { Ctx, Instance, JsonValue, TimerPurpose } from '../core/instance.ts';
 
 /** An instance as read from the store, with what fences the next write. */
 export interface Stored {
@@ -13,7 +13,7 @@ export interface Stored {
 }
 
 export interface Wake {
-  purpose: 'delay' | 'deadline' | 'children';
+  purpose: TimerPurpose | 'children';
   seq: number;
 }
 

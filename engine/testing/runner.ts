@@ -10,8 +10,8 @@ import {
   type WorkflowState,
 } from '../../contracts/index.ts';
 import type { FuncRuntime } from '../../host-functions/index.ts';
-import { isUnstarted } from '../core/flow.ts';
-import { type Command, initialCtx, type Instance, type JsonValue, type Running } from '../core/instance.ts';
+import { attemptTimeoutMs, isUnstarted } from '../core/flow.ts';
+import { type Command, initialCtx, type Instance, type JsonValue, type Running, type TimerPurpose } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
 import type { ChildrenState, ResumeArgs } from '../core/wake.ts';
 import { funcExecutor } from '../executors/func.ts';
@@ -19,8 +19,6 @@ import type { EffectDef } from '../executors/index.ts';
 import type { Fake, FakeCall } from './fakes.ts';
 import { apply, decisionOf, replay, type Trace, type TraceEntry, type TraceEvent } from './trace.ts';
 
-/** Per-attempt timeout when a step sets none (the engine's default, engine/runtime/execute-attempt.ts). */
-const DEFAULT_TIMEOUT_MS = 30_000;
 /** 2025-01-01T00:00:00Z: a fixed start, so that runs (and `until` delays) are reproducible. */
 const DEFAULT_START_MS = Date.UTC(2025, 0, 1);
 
@@ -68,7 +66,7 @@ export interface RunResult {
 
 /** A delay or deadline timer that has not fired yet. */
 export interface VirtualTimer {
-  purpose: 'delay' | 'deadline';
+  purpose: TimerPurpose;
   /** The parked attempt it was set for. */
   seq: number;
   fireAtMs: number;
@@ -176,7 +174,7 @@ const RUNNABLE = new Set(['pending', 'processing', 'compensating']);
 
 type Item =
   | { kind: 'run'; at: number; n: number; flow: Flow }
-  | { kind: 'timer'; at: number; n: number; flow: Flow; purpose: 'delay' | 'deadline'; seq: number };
+  | { kind: 'timer'; at: number; n: number; flow: Flow; purpose: TimerPurpose; seq: number };
 
 class Flow implements FlowHandle {
   instance: Instance;
@@ -459,7 +457,7 @@ class Simulation {
       throw new Error(`workflow ${inst.id}: ${running.kind} ${running.step} is not an effect`);
     }
     if (def.kind === 'func' && this.#opts.funcRuntime !== undefined) {
-      return this.#runFunc(flow, def, running, step?.timeoutMs ?? DEFAULT_TIMEOUT_MS, this.#opts.funcRuntime);
+      return this.#runFunc(flow, def, running, attemptTimeoutMs(flow.logic, running), this.#opts.funcRuntime);
     }
     const outcome = await this.#fake(fakeKey(def, inst.domain), running.step)(this.#call(running, running.input, running.idempotencyKey));
     return { type: 'outcome', outcome };

@@ -1,6 +1,6 @@
 import { canonicalJson, FlowError, type LogicVersion, type StepOutcome } from '../../contracts/index.ts';
 import { begin, beginClaimed, onOutcome, onProgress } from '../core/flow.ts';
-import type { FuncRecord, Instance } from '../core/instance.ts';
+import type { FuncRecord, Instance, TimerPurpose } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
 import { type ChildrenState, onCallback, onChildren, onResume, onTimer, type ResumeArgs } from '../core/wake.ts';
 
@@ -9,7 +9,7 @@ import { type ChildrenState, onCallback, onChildren, onResume, onTimer, type Res
  * - `begin`: the first transition (`claimed`: a spawned child, begun by the worker that claimed it);
  * - `outcome`: the result of the prepared attempt (a fake's answer, or a func step's end);
  * - `progress`: a func step's host call was answered; `record` is the grown record;
- * - `timer`: a delay or deadline timer fired for the parked attempt `seq`;
+ * - `timer`: a delay, deadline or callback-timeout timer fired for the parked attempt `seq`;
  * - `resume`: an approver answered a decision;
  * - `callback`: the owning service completed the step it had answered with 202 (`seq` is the token's);
  * - `children`: fan-in, with the children's state as the parent saw it.
@@ -18,7 +18,7 @@ export type TraceEvent =
   | { type: 'begin'; claimed?: boolean }
   | { type: 'outcome'; outcome: StepOutcome }
   | { type: 'progress'; record: FuncRecord }
-  | { type: 'timer'; purpose: 'delay' | 'deadline'; seq: number }
+  | { type: 'timer'; purpose: TimerPurpose; seq: number }
   | { type: 'resume'; args: ResumeArgs }
   | { type: 'callback'; seq: number; outcome: StepOutcome }
   | { type: 'children'; seq: number; state: ChildrenState };

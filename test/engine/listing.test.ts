@@ -8,7 +8,10 @@ describeEachDriver('listing stuck and dead-lettered instances', (getDb) => {
   let svc: FakeService;
   let engine: Engine;
   beforeAll(async () => {
-    svc = await new FakeService().on('/down', () => ({ status: 503 })).listen();
+    svc = await new FakeService()
+      .on('/down', () => ({ status: 503 }))
+      .on('/async', () => ({ status: 202, body: { status: 'waiting' } }))
+      .listen();
     engine = testEngine(getDb(), svc);
   });
   afterAll(() => svc.close());
@@ -40,5 +43,22 @@ describeEachDriver('listing stuck and dead-lettered instances', (getDb) => {
     expect(reasons[leased]).toBe('lease_expired');
     expect(reasons[late]).toBe('deadline_passed');
     expect(reasons[queued]).toBe('pending_too_long');
+  });
+
+  it('names each reason precisely: a callback overdue, a delay overdue, a compensation left unclaimed', async () => {
+    const parked = await start(uniqueLogic({ start: 'job', steps: { job: { kind: 'proxy', handler: 'test', path: '/async', timeoutMs: 1000 } } }));
+    await settle(engine);
+    expect((await engine.get(parked, 'test-env')).state).toBe('waiting');
+    await sql(`UPDATE timers SET fire_at = now() - interval '1 minute' WHERE workflow_id = $1`, [parked]);
+    const sleeping = await start(uniqueLogic({ start: 'nap', steps: { nap: { kind: 'delay', duration: 'PT1H' } } }));
+    await sql(`UPDATE timers SET fire_at = now() - interval '1 minute' WHERE workflow_id = $1`, [sleeping]);
+    const unwinding = await start(uniqueLogic({ start: 'down', steps: { down: { kind: 'proxy', handler: 'test', path: '/down' } } }));
+    await sql(`UPDATE workflows SET state = 'compensating', run_at = now() - interval '10 minutes' WHERE id = $1`, [unwinding]);
+
+    const stuck = await engine.ops.listStuck({ env: 'test-env', pendingForMs: 5 * 60_000 });
+    const reasonsOf = (id: string) => stuck.filter((s) => s.id === id).map((s) => s.reason);
+    expect(reasonsOf(parked)).toEqual(['callback_overdue']);
+    expect(reasonsOf(sleeping)).toEqual(['delay_overdue']);
+    expect(reasonsOf(unwinding)).toEqual(['pending_too_long']);
   });
 });

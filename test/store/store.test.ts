@@ -43,7 +43,7 @@ describeEachDriver('store', (getDb) => {
     const t = await begin(logic, instanceOf(env));
     return inEnv(getDb(), env, async (c) => {
       await publishLogicVersion(c, env, logic).catch(() => false);
-      return (await insertWorkflow(c, t, null)).id;
+      return (await insertWorkflow(c, t, { idempotencyKey: null })).id;
     });
   }
 
@@ -121,7 +121,8 @@ describeEachDriver('store', (getDb) => {
     for (const from of WORKFLOW_STATES)
       for (const cause of TRANSITION_CAUSES)
         for (const to of WORKFLOW_STATES) {
-          const d = new Draft(logic, { ...stored.instance, state: from }, cause as TransitionCause);
+          // goOn: a worker that keeps the lease, so the draft's hand-over rule leaves `to` as set
+          const d = new Draft(logic, { ...stored.instance, state: from }, cause as TransitionCause, true);
           d.instance.state = to as WorkflowState;
           const fake = { ...stored, instance: { ...stored.instance, state: from } };
           if (isAllowedTransition(from, cause, to)) {
