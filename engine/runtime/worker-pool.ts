@@ -15,6 +15,7 @@ import type { Transition } from '../core/transition.ts';
 import type { TransitionObserver } from './observer.ts';
 import { type FiredTimers, fireDueTimers } from '../store/timers.ts';
 import { applyWakes } from './wakes.ts';
+import { Alarm } from './alarm.ts';
 
 /** The shortest time between two timer polls that found nothing, however often the pool is woken. */
 const TIMER_POLL_GAP_MS = 10;
@@ -51,6 +52,8 @@ export class WorkerPool {
   /** Rung for new work (the claim loop) and for timers that may be due sooner (the timer loop). */
   readonly #claims = new Alarm();
   readonly #timers = new Alarm();
+  readonly #claimSleep = this.#claims.waiter();
+  readonly #timerSleep = this.#timers.waiter();
   #unlisten: (() => Promise<void>) | null = null;
   #companions: { start(): Promise<void>; stop(): Promise<void> }[] = [];
 
@@ -106,12 +109,13 @@ export class WorkerPool {
 
   /** Fires due timers and drives work until nothing is due, claimable or in flight. */
   async drain(): Promise<void> {
+    const claims = this.#claims.waiter();
     for (;;) {
       // sampled before looking: an instance that finishes while we look may leave new work
       const idle = this.#inflight === 0;
       const done = (await this.#fireTimers()).fired + (await this.#claim());
       if (done === 0 && idle) return;
-      if (done === 0) await this.#claims.sleep(5);
+      if (done === 0) await claims.sleep(5);
     }
   }
 
@@ -124,7 +128,7 @@ export class WorkerPool {
         // the database is away (restart, network): keep polling until it is back
         this.observer.onError?.(null, err);
       }
-      if (done === 0 || this.#inflight >= this.concurrency) await this.#claims.sleep(this.pollMs);
+      if (done === 0 || this.#inflight >= this.concurrency) await this.#claimSleep.sleep(this.pollMs);
     }
   }
 
@@ -145,7 +149,7 @@ export class WorkerPool {
       }
       if (next.fired > 0) continue;
       // whole milliseconds, rounded up: a timer polled for a hair early is not due yet
-      await this.#timers.sleep(Math.max(0, Math.min(this.pollMs, Math.ceil(next.nextDueMs ?? this.pollMs))));
+      await this.#timerSleep.sleep(Math.max(0, Math.min(this.pollMs, Math.ceil(next.nextDueMs ?? this.pollMs))));
       // woken early (a timer set, a child ended, a held instance let go): poll again, but not
       // more often than every TIMER_POLL_GAP_MS — wake-ups come by the thousand per second
       const wait = began + TIMER_POLL_GAP_MS - Date.now();
@@ -254,40 +258,5 @@ export class WorkerPool {
     } finally {
       clearInterval(timer);
     }
-  }
-}
-
-/**
- * Wakes a loop from its sleep. A ring while the loop is busy is kept, not lost: its next sleep
- * returns at once, since whatever rang may have come too late for the look it was taking.
- */
-class Alarm {
-  #ring: (() => void) | null = null;
-  #rung = false;
-
-  sleep(ms: number): Promise<void> {
-    if (this.#rung) {
-      this.#rung = false;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => this.#wakeUp(), ms);
-      this.#ring = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
-  }
-
-  ring(): void {
-    if (this.#ring === null) this.#rung = true;
-    else this.#wakeUp();
-  }
-
-  #wakeUp(): void {
-    const ring = this.#ring;
-    this.#ring = null;
-    this.#rung = false;
-    ring?.();
   }
 }
