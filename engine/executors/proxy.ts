@@ -14,6 +14,7 @@ export function proxyExecutor(handlers: HandlerProfiles): Executor<'proxy'> {
       headers,
       body: a.input,
       timeoutMs: a.timeoutMs,
+      signal: a.signal,
     });
   };
 }

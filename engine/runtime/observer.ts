@@ -7,4 +7,6 @@ export interface TransitionObserver {
   onTransition?(from: Instance, t: Transition, committed: boolean): void;
   /** An unexpected error; `workflowId` is null for errors of the poll loop (database away). */
   onError?(workflowId: string | null, err: unknown): void;
+  /** A heartbeat found the lease taken: the attempt in flight was abandoned, its answer not committed. */
+  onLeaseLost?(workflowId: string): void;
 }

@@ -3,7 +3,7 @@ import { type LogicVersion, TERMINAL_STATES } from '../../contracts/index.ts';
 import { beginClaimed, isUnstarted, onOutcome, onProgress } from '../core/flow.ts';
 import type { Instance } from '../core/instance.ts';
 import type { Executors } from '../executors/index.ts';
-import { claimWorkflows, heartbeat, releaseWakes } from '../store/claim-workflows.ts';
+import { claimWorkflows, releaseWakes } from '../store/claim-workflows.ts';
 import { commitTransition } from '../store/commit-transition.ts';
 import type { Db } from '../store/db.ts';
 import type { Stored } from '../store/rows.ts';
@@ -16,6 +16,7 @@ import type { TransitionObserver } from './observer.ts';
 import { type FiredTimers, fireDueTimers } from '../store/timers.ts';
 import { applyWakes } from './wakes.ts';
 import { Alarm } from './alarm.ts';
+import { LeaseKeeper } from './lease-keeper.ts';
 
 /** The shortest time between two timer polls that found nothing, however often the pool is woken. */
 const TIMER_POLL_GAP_MS = 10;
@@ -193,8 +194,17 @@ export class WorkerPool {
 
   /** Runs prepared attempts of one instance for as long as it holds the lease and has one. */
   async #drive(start: Stored): Promise<void> {
+    const token = start.leaseToken!;
+    const lease = new LeaseKeeper(this.db, start.instance.id, token, this.leaseMs, this.observer);
+    try {
+      await this.#driveLeased(start, token, lease);
+    } finally {
+      lease.stop();
+    }
+  }
+
+  async #driveLeased(start: Stored, token: string, lease: LeaseKeeper): Promise<void> {
     let stored = start;
-    const token = stored.leaseToken!;
     for (;;) {
       const { instance } = stored;
       const logic = await this.logics.get(instance.env, instance.logicHash);
@@ -202,9 +212,11 @@ export class WorkerPool {
         ? await beginClaimed(logic, instance)
         : instance.state === 'waiting'
           ? await applyWakes(this.db, logic, stored)
-          : await this.#step(logic, instance, token);
+          : await this.#step(logic, instance, lease.signal);
+      // fenced out while it worked (the observer has been told): what it found is nobody's to commit
+      if (lease.lost) return;
       if (t === null) {
-        await asScheduler(this.db, (c) => releaseWakes(c, { id: instance.id, rowVersion: stored.rowVersion }));
+        await lease.committing(() => asScheduler(this.db, (c) => releaseWakes(c, { id: instance.id, rowVersion: stored.rowVersion })));
         this.#timers.ring(); // timers of this instance passed over while it was held are due
         return;
       }
@@ -213,7 +225,7 @@ export class WorkerPool {
       const keep = !this.#stopping && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
       // handing over: the next attempt is prepared, any worker may claim it
       if (!keep && t.instance.state === 'processing') t.instance.state = 'pending';
-      const committed = await this.#commit(stored, t, keep ? { token, ttlMs: this.leaseMs } : null);
+      const committed = await lease.committing(() => this.#commit(stored, t, keep ? { token, ttlMs: this.leaseMs } : null));
       this.observer.onTransition?.(stored.instance, t, committed);
       // let the timer loop look again when what it waits for may have changed: a new timer may
       // fall due before its next poll, a child that ended left its parent a signal due now, and
@@ -229,8 +241,8 @@ export class WorkerPool {
   }
 
   /** Executes the prepared attempt and lets the core decide what its result means. */
-  async #step(logic: LogicVersion, instance: Instance, token: string): Promise<Transition> {
-    const result = await this.#withHeartbeat(instance.id, token, () => executeAttempt(logic, instance, this.executors, this.tokens));
+  async #step(logic: LogicVersion, instance: Instance, signal: AbortSignal): Promise<Transition> {
+    const result = await executeAttempt(logic, instance, this.executors, this.tokens, signal);
     return result.status === 'progress' ? onProgress(logic, instance, result.record) : onOutcome(logic, instance, result);
   }
 
@@ -245,18 +257,6 @@ export class WorkerPool {
         if ((err as { code?: string }).code === 'FLOW_TRANSITION_REFUSED' || attempt >= 20) throw err;
         await sleep(Math.min(2000, 50 * 2 ** attempt));
       }
-    }
-  }
-
-  async #withHeartbeat<T>(id: string, token: string, fn: () => Promise<T>): Promise<T> {
-    const every = Math.max(50, Math.floor(this.leaseMs / 3));
-    const timer = setInterval(() => {
-      void asScheduler(this.db, (c) => heartbeat(c, { id, token, leaseMs: this.leaseMs })).catch(() => {});
-    }, every);
-    try {
-      return await fn();
-    } finally {
-      clearInterval(timer);
     }
   }
 }
