@@ -129,6 +129,8 @@ export const TRANSITIONS: readonly Transition[] = [
   t('processing', 'verb.cancel', 'compensating', 'operator cancels and unwinds'),
   t('waiting', 'verb.cancel', 'compensating', 'operator cancels and unwinds'),
   t('dead_lettered', 'verb.cancel', 'compensating', 'operator cancels and unwinds'),
+  t('compensating', 'verb.cancel', 'cancelled', 'operator (or a cancelled parent) stops the unwinding'),
+  t('compensating', 'verb.cancel', 'compensating', 'cancelled with compensate: the unwinding goes on, ends cancelled'),
 ];
 
 const allowed = new Set(TRANSITIONS.map((x) => `${x.from}|${x.cause}|${x.to}`));

@@ -7,6 +7,7 @@ import type { Db } from '../store/db.ts';
 import { ConcurrentUpdate, NotFound } from '../store/errors.ts';
 import { loadWorkflow } from '../store/load-workflow.ts';
 import { inEnv } from '../store/tx.ts';
+import { cancelTree } from './cancel-tree.ts';
 import type { LogicCache } from './logic-cache.ts';
 
 export interface AuditOf {
@@ -35,7 +36,7 @@ export async function mutateWorkflow(
     if (stored === null) throw new NotFound(`workflow ${id}`);
     const logic = await logics.get(env, stored.instance.logicHash, c);
     const t = await decide(logic, stored.instance);
-    if (!(await commitTransition(c, stored, t, { keepLease: null }))) throw new ConcurrentUpdate(id);
+    if (!(await commitTransition(c, stored, t, { keepLease: null, cancelChildren: cancelTree(logics) }))) throw new ConcurrentUpdate(id);
     if (audit !== undefined) {
       await insertAudit(c, { workflowId: id, env, ...audit, before: summary(stored.instance), after: summary(t.instance) });
     }

@@ -16,6 +16,7 @@ import type { TransitionObserver } from './observer.ts';
 import { type FiredTimers, fireDueTimers } from '../store/timers.ts';
 import { applyWakes } from './wakes.ts';
 import { Alarm } from './alarm.ts';
+import { cancelTree } from './cancel-tree.ts';
 import { LeaseKeeper } from './lease-keeper.ts';
 
 /** The shortest time between two timer polls that found nothing, however often the pool is woken. */
@@ -55,6 +56,7 @@ export class WorkerPool {
   readonly #timers = new Alarm();
   readonly #claimSleep = this.#claims.waiter();
   readonly #timerSleep = this.#timers.waiter();
+  readonly #cancelTree;
   #unlisten: (() => Promise<void>) | null = null;
   #companions: { start(): Promise<void>; stop(): Promise<void> }[] = [];
 
@@ -69,6 +71,7 @@ export class WorkerPool {
     this.concurrency = opts.concurrency ?? 16;
     this.leaseMs = opts.leaseMs ?? 30_000;
     this.pollMs = opts.pollMs ?? 250;
+    this.#cancelTree = cancelTree(logics);
   }
 
   /** Instances this process is driving right now (a gauge for metrics and shutdown). */
@@ -252,7 +255,7 @@ export class WorkerPool {
     for (let attempt = 1; ; attempt++) {
       try {
         // one statement, one round trip: commit_transition() scopes itself to the instance's env
-        return await commitTransition(this.db, from, t, { keepLease });
+        return await commitTransition(this.db, from, t, { keepLease, cancelChildren: this.#cancelTree });
       } catch (err) {
         if ((err as { code?: string }).code === 'FLOW_TRANSITION_REFUSED' || attempt >= 20) throw err;
         await sleep(Math.min(2000, 50 * 2 ** attempt));

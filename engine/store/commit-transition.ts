@@ -1,14 +1,24 @@
 import { isAllowedTransition, TERMINAL_STATES } from '../../contracts/index.ts';
-import { cancelChildren, signalParent, spawnChildren } from './children.ts';
+import { signalParent, spawnChildren } from './children.ts';
+import type { Instance } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
 import type { Db } from './db.ts';
 import { TransitionRefused } from './errors.ts';
 import type { Stored } from './rows.ts';
 import { type Client, inEnv } from './tx.ts';
 
+/**
+ * Ends every open descendant of `parent` in the caller's transaction. The core decides what
+ * cancelling each one means (closing its open attempt, preparing its compensations), so the
+ * runtime supplies it (runtime/cancel-tree.ts); the store only locks and writes.
+ */
+export type CancelChildren = (c: Client, parent: Instance, compensate: boolean) => Promise<void>;
+
 export interface CommitOptions {
   /** Keep (and extend) the lease: this worker goes straight on with the next prepared attempt. */
   keepLease: { token: string; ttlMs: number } | null;
+  /** Needed by a transition that cancels its children (a cancel verb, a fail_fast fan-in). */
+  cancelChildren?: CancelChildren;
 }
 
 /**
@@ -48,16 +58,19 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
   const queryable = 'pool' in on ? on.pool : on;
   const res = await queryable.query<{ n: number }>('SELECT commit_transition($1::jsonb) AS n', [JSON.stringify(param)]);
   if (res.rows[0]!.n !== 1) return false;
-  await writeFanOut(on as Client, t);
+  await writeFanOut(on as Client, t, opts);
   if (childEnded) await signalParent(on as Client, to, to.parentSeq!);
   return true;
 }
 
 /** Fan-out rides in the same transaction as the transition that asked for it (the caller's). */
-export async function writeFanOut(c: Client, t: Transition): Promise<void> {
+export async function writeFanOut(c: Client, t: Transition, opts: Pick<CommitOptions, 'cancelChildren'>): Promise<void> {
   for (const cmd of t.commands) {
     if (cmd.type === 'spawn') await spawnChildren(c, t.instance, cmd);
-    if (cmd.type === 'cancelChildren') await cancelChildren(c, t.instance.id);
+    if (cmd.type === 'cancelChildren') {
+      if (opts.cancelChildren === undefined) throw new Error(`workflow ${t.instance.id}: cancelling its children needs CommitOptions.cancelChildren`);
+      await opts.cancelChildren(c, t.instance, cmd.compensate === true);
+    }
   }
 }
 
