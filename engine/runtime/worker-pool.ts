@@ -4,7 +4,7 @@ import { beginClaimed, isUnstarted, onOutcome, onProgress } from '../core/flow.t
 import type { Instance } from '../core/instance.ts';
 import type { Executors } from '../executors/index.ts';
 import { claimWorkflows, releaseWakes } from '../store/claim-workflows.ts';
-import { commitTransition } from '../store/commit-transition.ts';
+import { commitLanded, commitTransition } from '../store/commit-transition.ts';
 import type { Db } from '../store/db.ts';
 import type { Stored } from '../store/rows.ts';
 import { asScheduler } from '../store/tx.ts';
@@ -228,7 +228,7 @@ export class WorkerPool {
       const keep = !this.#stopping && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
       // handing over: the next attempt is prepared, any worker may claim it
       if (!keep && t.instance.state === 'processing') t.instance.state = 'pending';
-      const committed = await lease.committing(() => this.#commit(stored, t, keep ? { token, ttlMs: this.leaseMs } : null));
+      const committed = await lease.committing(() => this.#commit(stored, t, token, keep ? { token, ttlMs: this.leaseMs } : null));
       this.observer.onTransition?.(stored.instance, t, committed);
       // let the timer loop look again when what it waits for may have changed: a new timer may
       // fall due before its next poll, a child that ended left its parent a signal due now, and
@@ -249,13 +249,20 @@ export class WorkerPool {
     return result.status === 'progress' ? onProgress(logic, instance, result.record) : onOutcome(logic, instance, result);
   }
 
-  async #commit(from: Stored, t: Transition, keepLease: { token: string; ttlMs: number } | null): Promise<boolean> {
-    // A lost connection may or may not have committed; retrying is safe because the row_version
-    // guard turns a second application into a no-op (it then reports false: fenced).
+  /**
+   * Commits, retrying while the connection fails. A lost connection may or may not have
+   * committed; retrying is safe because the row_version guard turns a second application into a
+   * no-op. A retry that finds the guard moved asks whether the move was this worker's own commit
+   * (its receipt: lease token and row version) or someone else's (fenced). The lease keeper goes
+   * on beating meanwhile, so a slow recovery does not cost the lease.
+   */
+  async #commit(from: Stored, t: Transition, token: string, keepLease: { token: string; ttlMs: number } | null): Promise<boolean> {
+    const id = from.instance.id;
     for (let attempt = 1; ; attempt++) {
       try {
         // one statement, one round trip: commit_transition() scopes itself to the instance's env
-        return await commitTransition(this.db, from, t, { keepLease, cancelChildren: this.#cancelTree });
+        if (await commitTransition(this.db, from, t, { keepLease, cancelChildren: this.#cancelTree, by: token })) return true;
+        return attempt > 1 && (await asScheduler(this.db, (c) => commitLanded(c, { id, token, rowVersion: from.rowVersion })));
       } catch (err) {
         if ((err as { code?: string }).code === 'FLOW_TRANSITION_REFUSED' || attempt >= 20) throw err;
         await sleep(Math.min(2000, 50 * 2 ** attempt));

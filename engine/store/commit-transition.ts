@@ -19,6 +19,8 @@ export interface CommitOptions {
   keepLease: { token: string; ttlMs: number } | null;
   /** Needed by a transition that cancels its children (a cancel verb, a fail_fast fan-in). */
   cancelChildren?: CancelChildren;
+  /** The committing worker's lease token, kept as the commit's receipt (see commitLanded). */
+  by?: string;
 }
 
 /**
@@ -49,6 +51,7 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
     runAfterMs: t.runAfterMs,
     leaseToken: opts.keepLease?.token ?? null,
     leaseMs: opts.keepLease?.ttlMs ?? 0,
+    by: opts.by ?? null,
     notify: (to.state === 'pending' || to.state === 'compensating') && opts.keepLease === null,
   };
   const fanning = t.commands.some((c) => c.type === 'spawn' || c.type === 'cancelChildren');
@@ -61,6 +64,22 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
   await writeFanOut(on as Client, t, opts);
   if (childEnded) await signalParent(on as Client, to, to.parentSeq!);
   return true;
+}
+
+/**
+ * Did this worker's commit of the transition from `rowVersion` land? Asked when a retried commit
+ * found the guard moved after a lost connection: true when the row holds the receipt that commit
+ * wrote (migration 0006) — the worker's lease token at version `rowVersion + 1` — false when
+ * someone else moved the row (a fence, a verb). False, too, once a later commit has replaced the
+ * receipt: the instance has moved on without this worker, which is then right to let it go.
+ */
+export async function commitLanded(c: Client, args: { id: string; token: string; rowVersion: number }): Promise<boolean> {
+  const res = await c.query('SELECT 1 FROM workflows WHERE id = $1 AND commit_token = $2 AND commit_version = $3', [
+    args.id,
+    args.token,
+    args.rowVersion + 1,
+  ]);
+  return res.rowCount === 1;
 }
 
 /** Fan-out rides in the same transaction as the transition that asked for it (the caller's). */
