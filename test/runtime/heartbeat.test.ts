@@ -5,6 +5,7 @@ import { Engine } from '../../engine/runtime/engine.ts';
 import { claimWorkflows } from '../../engine/store/claim-workflows.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { uniqueLogic } from '../support/engine.ts';
+import { FakeService } from '../support/fake-service.ts';
 import { waitFor } from '../support/store-checks.ts';
 
 /**
@@ -118,6 +119,57 @@ describeEachDriver('heartbeats', (getDb) => {
     } finally {
       await db.pool.query('DROP TRIGGER refuse_heartbeat ON workflows; DROP FUNCTION refuse_heartbeat()');
       svc.hangUp(); // the worker still holds its lease and waits on the call: let it go
+    }
+  }, 30_000);
+
+  it('heartbeats go on while a failing commit is retried, so the lease outlives the retries', async () => {
+    const db = getDb();
+    // commits (they move row_version) fail while block_commits has a row; heartbeats go through
+    await db.pool.query(`
+      CREATE TABLE block_commits (x int);
+      CREATE FUNCTION block_commits() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
+      BEGIN
+        IF NEW.row_version <> OLD.row_version AND EXISTS (SELECT 1 FROM block_commits) THEN
+          RAISE EXCEPTION 'commit blocked by the test';
+        END IF;
+        RETURN NEW;
+      END $$;
+      CREATE TRIGGER block_commits BEFORE UPDATE ON workflows FOR EACH ROW EXECUTE FUNCTION block_commits();`);
+    let answer: () => void = () => {};
+    const answered = new Promise<void>((resolve) => (answer = resolve));
+    const quick = await new FakeService().on('/slow', async () => (await answered, { status: 200, body: { ok: true } })).listen();
+    const slowEngine = new Engine({
+      db,
+      env: 'hb-env',
+      executors: { handlers: new Map([['TEST', { url: quick.url }]]) },
+      worker: { concurrency: 1, leaseMs: LEASE_MS, pollMs: 20 },
+    });
+    const slow = uniqueLogic({ start: 'slow', steps: { slow: { kind: 'proxy', handler: 'test', path: '/slow' } } });
+    try {
+      await slowEngine.publish(slow, 'hb-env');
+      const { id } = await slowEngine.start({ logicId: slow.logicId, input: {}, env: 'hb-env' });
+      await slowEngine.workers.start();
+      await waitFor('the call to arrive', async () => (quick.calls('/slow').length === 1 ? true : undefined));
+      const expiry = async () =>
+        (await db.pool.query<{ at: Date }>('SELECT lease_expires_at AS at FROM workflows WHERE id = $1', [id])).rows[0]!.at.getTime();
+
+      await db.pool.query('INSERT INTO block_commits VALUES (1)');
+      const before = await expiry();
+      answer(); // the worker's commit now fails, and is retried with backoff
+      // a lease extended past `before + LEASE_MS` was extended after the commit began failing
+      await waitFor('a heartbeat during the commit retries', async () => ((await expiry()) > before + LEASE_MS ? true : undefined), {
+        timeoutMs: 10_000,
+      });
+      await db.pool.query('DELETE FROM block_commits');
+      const record = await slowEngine.settled(id, 'hb-env');
+      expect(record.state).toBe('completed');
+      expect(quick.calls('/slow')).toHaveLength(1);
+    } finally {
+      answer();
+      await db.pool.query('DELETE FROM block_commits'); // let the worker's commit through, so it stops
+      await slowEngine.workers.stop();
+      await quick.close();
+      await db.pool.query('DROP TRIGGER block_commits ON workflows; DROP FUNCTION block_commits(); DROP TABLE block_commits');
     }
   }, 30_000);
 });
