@@ -137,7 +137,12 @@ describeEachDriver('heartbeats', (getDb) => {
       CREATE TRIGGER block_commits BEFORE UPDATE ON workflows FOR EACH ROW EXECUTE FUNCTION block_commits();`);
     let answer: () => void = () => {};
     const answered = new Promise<void>((resolve) => (answer = resolve));
-    const quick = await new FakeService().on('/slow', async () => (await answered, { status: 200, body: { ok: true } })).listen();
+    const quick = await new FakeService()
+      .on('/slow', async () => {
+        await answered;
+        return { status: 200, body: { ok: true } };
+      })
+      .listen();
     const slowEngine = new Engine({
       db,
       env: 'hb-env',
