@@ -134,6 +134,8 @@ export const TRANSITIONS: readonly Transition[] = [
   ...(['pending', 'processing', 'waiting', 'dead_lettered'] as const).map((from) =>
     t(from, 'verb.cancel', 'dead_lettered', 'operator cancels and unwinds; a compensation input fails at once'),
   ),
+  t('compensating', 'verb.cancel', 'cancelled', 'operator (or a cancelled parent) stops the unwinding'),
+  t('compensating', 'verb.cancel', 'compensating', 'cancelled with compensate: the unwinding goes on, ends cancelled'),
 ];
 
 const allowed = new Set(TRANSITIONS.map((x) => `${x.from}|${x.cause}|${x.to}`));

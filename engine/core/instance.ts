@@ -131,8 +131,8 @@ export type Command =
   | { type: 'timer'; purpose: TimerPurpose; delayMs: number | null; at: string | null; seq: number }
   /** One child instance per input, of `logicId` (pinned to `version`, else the active one). */
   | { type: 'spawn'; logicId: string; version: number | null; inputs: JsonValue[]; seq: number }
-  /** Cancel every child that has not ended. */
-  | { type: 'cancelChildren' };
+  /** Cancel every descendant that has not ended; with `compensate`, each runs its compensations first. */
+  | { type: 'cancelChildren'; compensate?: boolean };
 
 export type { JsonValue };
 

@@ -94,7 +94,7 @@ export interface CancelArgs {
 export async function cancel(logic: LogicVersion, inst: Instance, args: CancelArgs): Promise<Transition> {
   const d = draftFor(logic, inst, 'verb.cancel');
   supersedeRunning(d);
-  d.commands.push({ type: 'cancelChildren' });
+  d.commands.push({ type: 'cancelChildren', compensate: args.compensate === true });
   d.instance.error = { code: 'CANCELLED', message: args.reason };
   const toUndo = d.ctx.compensations.some((r) => r.state !== 'succeeded');
   if (args.compensate === true && toUndo) {

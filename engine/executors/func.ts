@@ -53,6 +53,10 @@ export function funcExecutor(runtime: FuncRuntime, transport: HostTransport, now
     }
 
     const { n, importName, request } = result.call;
+    // the lease was lost while the module ran: make no call that nobody would record
+    if (a.signal?.aborted) {
+      return { status: 'failed', retryable: true, error: { code: 'ABORTED', message: `host call ${importName} not made: ${String(a.signal.reason)}` } };
+    }
     const target = mod.imports[importName]!;
     const outcome = await transport({ target, importName, n, request, idempotencyKey: keys.hostCall(a.running.idempotencyKey, n), attempt: a });
     // a transient failure fails this attempt (the step's retry policy applies; the record stays)
@@ -80,6 +84,7 @@ export function httpHostTransport(handlers: HandlerProfiles): HostTransport {
       headers: { ...attempt.headers, 'idempotency-key': idempotencyKey, ...authorizationFor(profile, attempt.instance.env) },
       body: request,
       timeoutMs: attempt.timeoutMs,
+      signal: attempt.signal,
     });
   };
 }

@@ -8,6 +8,8 @@ export interface HttpCall {
   headers: Record<string, string>;
   body: unknown;
   timeoutMs: number;
+  /** Abandons the call (the worker lost its lease); the outcome is then ABORTED, for nobody to record. */
+  signal?: AbortSignal;
 }
 
 const MAX_ERROR_BODY = 500;
@@ -23,6 +25,9 @@ export async function callHttp(call: HttpCall): Promise<StepOutcome> {
     res = await send(call);
   } catch (err) {
     const e = err as Error & { code?: string };
+    if (call.signal?.aborted) {
+      return { status: 'failed', retryable: true, error: { code: 'ABORTED', message: `${call.method} ${call.url} abandoned: ${String(call.signal.reason)}` } };
+    }
     const timedOut = e.name === 'TimeoutError' || e.name === 'AbortError' || e.code === 'ABORT_ERR';
     return {
       status: 'failed',
@@ -75,7 +80,7 @@ function send(call: HttpCall): Promise<{ status: number; headers: Record<string,
   return new Promise((resolve, reject) => {
     const req = lib.request(
       url,
-      { method: call.method, headers, agent: agents[url.protocol as 'http:'], signal: AbortSignal.timeout(call.timeoutMs) },
+      { method: call.method, headers, agent: agents[url.protocol as 'http:'], signal: deadline(call) },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -86,6 +91,11 @@ function send(call: HttpCall): Promise<{ status: number; headers: Record<string,
     req.on('error', reject);
     req.end(body);
   });
+}
+
+function deadline(call: HttpCall): AbortSignal {
+  const timeout = AbortSignal.timeout(call.timeoutMs);
+  return call.signal === undefined ? timeout : AbortSignal.any([call.signal, timeout]);
 }
 
 function errorMessage(call: HttpCall, status: number, text: string): string {

@@ -18,6 +18,7 @@ export function httpExecutor(allowlist: readonly string[]): Executor<'http'> {
       headers: { ...def.headers, ...a.headers },
       body: a.input,
       timeoutMs: a.timeoutMs,
+      signal: a.signal,
     });
   };
 }

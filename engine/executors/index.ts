@@ -18,6 +18,8 @@ export interface Attempt {
   input: JsonValue;
   headers: Record<string, string>;
   timeoutMs: number;
+  /** Aborted when the worker lost the instance's lease: drop the call, nobody will commit its answer. */
+  signal?: AbortSignal;
 }
 
 /** A step outcome, or (func steps) a host call made that must be recorded before running on. */

@@ -13,6 +13,7 @@ export function proxyExecutor(handlers: HandlerProfiles): Executor<'proxy'> {
       headers: { ...a.headers, ...authorizationFor(profile, a.instance.env) },
       body: a.input,
       timeoutMs: a.timeoutMs,
+      signal: a.signal,
     });
   };
 }

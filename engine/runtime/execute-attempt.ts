@@ -18,6 +18,7 @@ export async function executeAttempt(
   instance: Instance,
   executors: Executors,
   tokens: ResumeTokens,
+  signal?: AbortSignal,
 ): Promise<EffectResult> {
   const running = instance.ctx.running;
   if (running === null) throw new Error(`workflow ${instance.id} has no prepared attempt`);
@@ -31,7 +32,7 @@ export async function executeAttempt(
     const execute = executors[def.kind] as Executor<EffectKind>;
     const headers = flowHeaders(instance, running);
     if (running.kind === 'step') headers['x-flow-resume-token'] = tokens.sign(instance.id, running.seq);
-    return await execute(def, { logic, instance, running, input: running.input, headers, timeoutMs });
+    return await execute(def, { logic, instance, running, input: running.input, headers, timeoutMs, signal });
   } catch (err) {
     if (err instanceof FlowError) {
       return { status: 'failed', retryable: false, error: { code: err.code, message: err.message } };

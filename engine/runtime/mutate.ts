@@ -8,6 +8,7 @@ import { ConcurrentUpdate, NotFound } from '../store/errors.ts';
 import { loadWorkflow } from '../store/load-workflow.ts';
 import { replaceInput } from '../store/replace-input.ts';
 import { inEnv } from '../store/tx.ts';
+import { cancelTree } from './cancel-tree.ts';
 import type { LogicCache } from './logic-cache.ts';
 
 export interface AuditOf {
@@ -36,7 +37,7 @@ export async function mutateWorkflow(
     if (stored === null) throw new NotFound(`workflow ${id}`);
     const logic = await logics.get(env, stored.instance.logicHash, c);
     const t = await decide(logic, stored.instance);
-    if (!(await commitTransition(c, stored, t, { keepLease: null }))) throw new ConcurrentUpdate(id);
+    if (!(await commitTransition(c, stored, t, { keepLease: null, cancelChildren: cancelTree(logics) }))) throw new ConcurrentUpdate(id);
     // only a repair at the start step changes the input (the draft is a clone: compare by value)
     if (JSON.stringify(t.instance.input) !== JSON.stringify(stored.instance.input)) await replaceInput(c, id, t.instance.input);
     if (audit !== undefined) {

@@ -14,4 +14,6 @@ export interface TransitionObserver {
   onWake?(logic: LogicVersion, stored: Stored): void;
   /** An unexpected error; `workflowId` is null for errors of the poll loop (database away). */
   onError?(workflowId: string | null, err: unknown): void;
+  /** A heartbeat found the lease taken: the attempt in flight was abandoned, its answer not committed. */
+  onLeaseLost?(workflowId: string): void;
 }

@@ -4,6 +4,7 @@ import { callHttp } from '../executors/http-call.ts';
 import type { Db } from '../store/db.ts';
 import { claimDueOutbox, type DeliveryResult, type OutboxRow, recordDelivery } from '../store/outbox.ts';
 import { asScheduler } from '../store/tx.ts';
+import { Alarm } from './alarm.ts';
 import { signOutbox } from './outbox-signature.ts';
 
 export interface RelayTuning {
@@ -42,7 +43,8 @@ export class OutboxRelay {
   readonly #policy: { initialMs: number; factor: number; maxMs: number };
   #running = false;
   #loop: Promise<void> | null = null;
-  #wake: (() => void) | null = null;
+  readonly #alarm = new Alarm();
+  readonly #sleep = this.#alarm.waiter();
   #unlisten: (() => Promise<void>) | null = null;
 
   constructor(db: Db, opts: OutboxRelayOptions) {
@@ -98,7 +100,7 @@ export class OutboxRelay {
   }
 
   wake(): void {
-    this.#wake?.();
+    this.#alarm.ring();
   }
 
   async #run(): Promise<void> {
@@ -109,20 +111,8 @@ export class OutboxRelay {
       } catch (err) {
         this.#opts.onError?.(err);
       }
-      if (n < (this.#opts.batch ?? 16) && this.#running) await this.#nap(this.#opts.pollMs ?? 1000);
+      if (n < (this.#opts.batch ?? 16) && this.#running) await this.#sleep.sleep(this.#opts.pollMs ?? 1000);
     }
-  }
-
-  #nap(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.#wake = null;
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.#wake = done;
-    });
   }
 
   async #deliver(row: OutboxRow): Promise<DeliveryResult> {

@@ -4,8 +4,8 @@ import { type LogicVersion, TERMINAL_STATES } from '../../contracts/index.ts';
 import { beginClaimed, isUnstarted, onOutcome, onProgress } from '../core/flow.ts';
 import type { Instance } from '../core/instance.ts';
 import type { Executors } from '../executors/index.ts';
-import { claimWorkflows, heartbeat, releaseWakes } from '../store/claim-workflows.ts';
-import { commitTransition } from '../store/commit-transition.ts';
+import { claimWorkflows, releaseWakes } from '../store/claim-workflows.ts';
+import { commitLanded, commitTransition } from '../store/commit-transition.ts';
 import type { Db } from '../store/db.ts';
 import type { Stored } from '../store/rows.ts';
 import { asScheduler } from '../store/tx.ts';
@@ -16,6 +16,9 @@ import type { Transition } from '../core/transition.ts';
 import type { TransitionObserver } from './observer.ts';
 import { type FiredTimers, fireDueTimers } from '../store/timers.ts';
 import { applyWakes } from './wakes.ts';
+import { Alarm } from './alarm.ts';
+import { cancelTree } from './cancel-tree.ts';
+import { LeaseKeeper } from './lease-keeper.ts';
 
 /** The shortest time between two timer polls that found nothing, however often the pool is woken. */
 const TIMER_POLL_GAP_MS = 10;
@@ -52,6 +55,9 @@ export class WorkerPool {
   /** Rung for new work (the claim loop) and for timers that may be due sooner (the timer loop). */
   readonly #claims = new Alarm();
   readonly #timers = new Alarm();
+  readonly #claimSleep = this.#claims.waiter();
+  readonly #timerSleep = this.#timers.waiter();
+  readonly #cancelTree;
   #unlisten: (() => Promise<void>) | null = null;
   #companions: { start(): Promise<void>; stop(): Promise<void> }[] = [];
 
@@ -66,6 +72,7 @@ export class WorkerPool {
     this.concurrency = opts.concurrency ?? 16;
     this.leaseMs = opts.leaseMs ?? 30_000;
     this.pollMs = opts.pollMs ?? 250;
+    this.#cancelTree = cancelTree(logics);
   }
 
   /** Instances this process is driving right now (a gauge for metrics and shutdown). */
@@ -107,12 +114,13 @@ export class WorkerPool {
 
   /** Fires due timers and drives work until nothing is due, claimable or in flight. */
   async drain(): Promise<void> {
+    const claims = this.#claims.waiter();
     for (;;) {
       // sampled before looking: an instance that finishes while we look may leave new work
       const idle = this.#inflight === 0;
       const done = (await this.#fireTimers()).fired + (await this.#claim());
       if (done === 0 && idle) return;
-      if (done === 0) await this.#claims.sleep(5);
+      if (done === 0) await claims.sleep(5);
     }
   }
 
@@ -125,7 +133,7 @@ export class WorkerPool {
         // the database is away (restart, network): keep polling until it is back
         this.observer.onError?.(null, err);
       }
-      if (done === 0 || this.#inflight >= this.concurrency) await this.#claims.sleep(this.pollMs);
+      if (done === 0 || this.#inflight >= this.concurrency) await this.#claimSleep.sleep(this.pollMs);
     }
   }
 
@@ -146,7 +154,7 @@ export class WorkerPool {
       }
       if (next.fired > 0) continue;
       // whole milliseconds, rounded up: a timer polled for a hair early is not due yet
-      await this.#timers.sleep(Math.max(0, Math.min(this.pollMs, Math.ceil(next.nextDueMs ?? this.pollMs))));
+      await this.#timerSleep.sleep(Math.max(0, Math.min(this.pollMs, Math.ceil(next.nextDueMs ?? this.pollMs))));
       // woken early (a timer set, a child ended, a held instance let go): poll again, but not
       // more often than every TIMER_POLL_GAP_MS — wake-ups come by the thousand per second
       const wait = began + TIMER_POLL_GAP_MS - Date.now();
@@ -190,8 +198,17 @@ export class WorkerPool {
 
   /** Runs prepared attempts of one instance for as long as it holds the lease and has one. */
   async #drive(start: Stored): Promise<void> {
+    const token = start.leaseToken!;
+    const lease = new LeaseKeeper(this.db, start.instance.id, token, this.leaseMs, this.observer);
+    try {
+      await this.#driveLeased(start, token, lease);
+    } finally {
+      lease.stop();
+    }
+  }
+
+  async #driveLeased(start: Stored, token: string, lease: LeaseKeeper): Promise<void> {
     let stored = start;
-    const token = stored.leaseToken!;
     for (;;) {
       const { instance } = stored;
       const logic = await this.logics.get(instance.env, instance.logicHash);
@@ -202,14 +219,16 @@ export class WorkerPool {
         ? await beginClaimed(logic, instance, goOn)
         : instance.state === 'waiting'
           ? await applyWakes(this.db, logic, stored, goOn)
-          : await this.#step(logic, instance, token, goOn);
+          : await this.#step(logic, instance, lease.signal, goOn);
+      // fenced out while it worked (the observer has been told): what it found is nobody's to commit
+      if (lease.lost) return;
       if (t === null) {
-        await asScheduler(this.db, (c) => releaseWakes(c, { id: instance.id, rowVersion: stored.rowVersion }));
+        await lease.committing(() => asScheduler(this.db, (c) => releaseWakes(c, { id: instance.id, rowVersion: stored.rowVersion })));
         this.#timers.ring(); // timers of this instance passed over while it was held are due
         return;
       }
       const keep = goOn && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
-      const committed = await this.#commit(stored, t, keep ? { token, ttlMs: this.leaseMs } : null);
+      const committed = await lease.committing(() => this.#commit(stored, t, token, keep ? { token, ttlMs: this.leaseMs } : null));
       this.observer.onTransition?.(stored.instance, t, committed);
       // let the timer loop look again when what it waits for may have changed: a new timer may
       // fall due before its next poll, a child that ended left its parent a signal due now, and
@@ -225,71 +244,31 @@ export class WorkerPool {
   }
 
   /** Executes the prepared attempt and lets the core decide what its result means. */
-  async #step(logic: LogicVersion, instance: Instance, token: string, goOn: boolean): Promise<Transition> {
+  async #step(logic: LogicVersion, instance: Instance, signal: AbortSignal, goOn: boolean): Promise<Transition> {
     const began = performance.now();
-    const result = await this.#withHeartbeat(instance.id, token, () => executeAttempt(logic, instance, this.executors, this.tokens));
+    const result = await executeAttempt(logic, instance, this.executors, this.tokens, signal);
     this.observer.onAttempt?.(logic, instance, result, (performance.now() - began) / 1000);
     return result.status === 'progress' ? onProgress(logic, instance, result.record, goOn) : onOutcome(logic, instance, result, goOn);
   }
 
-  async #commit(from: Stored, t: Transition, keepLease: { token: string; ttlMs: number } | null): Promise<boolean> {
-    // A lost connection may or may not have committed; retrying is safe because the row_version
-    // guard turns a second application into a no-op (it then reports false: fenced).
+  /**
+   * Commits, retrying while the connection fails. A lost connection may or may not have
+   * committed; retrying is safe because the row_version guard turns a second application into a
+   * no-op. A retry that finds the guard moved asks whether the move was this worker's own commit
+   * (its receipt: lease token and row version) or someone else's (fenced). The lease keeper goes
+   * on beating meanwhile, so a slow recovery does not cost the lease.
+   */
+  async #commit(from: Stored, t: Transition, token: string, keepLease: { token: string; ttlMs: number } | null): Promise<boolean> {
+    const id = from.instance.id;
     for (let attempt = 1; ; attempt++) {
       try {
         // one statement, one round trip: commit_transition() scopes itself to the instance's env
-        return await commitTransition(this.db, from, t, { keepLease });
+        if (await commitTransition(this.db, from, t, { keepLease, cancelChildren: this.#cancelTree, by: token })) return true;
+        return attempt > 1 && (await asScheduler(this.db, (c) => commitLanded(c, { id, token, rowVersion: from.rowVersion })));
       } catch (err) {
         if ((err as { code?: string }).code === 'FLOW_TRANSITION_REFUSED' || attempt >= 20) throw err;
         await sleep(Math.min(2000, 50 * 2 ** attempt));
       }
     }
-  }
-
-  async #withHeartbeat<T>(id: string, token: string, fn: () => Promise<T>): Promise<T> {
-    const every = Math.max(50, Math.floor(this.leaseMs / 3));
-    const timer = setInterval(() => {
-      void asScheduler(this.db, (c) => heartbeat(c, { id, token, leaseMs: this.leaseMs })).catch(() => {});
-    }, every);
-    try {
-      return await fn();
-    } finally {
-      clearInterval(timer);
-    }
-  }
-}
-
-/**
- * Wakes a loop from its sleep. A ring while the loop is busy is kept, not lost: its next sleep
- * returns at once, since whatever rang may have come too late for the look it was taking.
- */
-class Alarm {
-  #ring: (() => void) | null = null;
-  #rung = false;
-
-  sleep(ms: number): Promise<void> {
-    if (this.#rung) {
-      this.#rung = false;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => this.#wakeUp(), ms);
-      this.#ring = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
-  }
-
-  ring(): void {
-    if (this.#ring === null) this.#rung = true;
-    else this.#wakeUp();
-  }
-
-  #wakeUp(): void {
-    const ring = this.#ring;
-    this.#ring = null;
-    this.#rung = false;
-    ring?.();
   }
 }

@@ -1,4 +1,5 @@
 import { initialCtx, type Instance, type JsonValue } from '../core/instance.ts';
+import { type Stored, toStored, type WorkflowRow } from './rows.ts';
 import type { Client } from './tx.ts';
 
 const TERMINAL = `('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered')`;
@@ -75,16 +76,14 @@ export async function childrenResults(c: Client, parentId: string, seq: number):
   return res.rows;
 }
 
-/** Cancels every child that has not ended (a parent cancelled, or fail_fast after a failure). */
-export async function cancelChildren(c: Client, parentId: string): Promise<void> {
-  await c.query(
-    `UPDATE workflows SET state = 'cancelled', lease_token = NULL, lease_expires_at = NULL, row_version = row_version + 1,
-            error = '{"code": "CANCELLED", "message": "the parent workflow stopped waiting for it"}', updated_at = now()
-     WHERE parent_id = $1 AND state IN ('pending', 'processing', 'waiting')`,
+/**
+ * The children of `parentId` that have not ended, locked (NO KEY UPDATE, as loadWorkflow) until
+ * the transaction ends. A child committing meanwhile is waited for, then seen as it now is.
+ */
+export async function openChildren(c: Client, parentId: string): Promise<Stored[]> {
+  const res = await c.query<WorkflowRow>(
+    `SELECT * FROM workflows WHERE parent_id = $1 AND state NOT IN ${TERMINAL} ORDER BY parent_seq, branch_index FOR NO KEY UPDATE`,
     [parentId],
   );
-  await c.query(
-    `DELETE FROM timers WHERE workflow_id IN (SELECT id FROM workflows WHERE parent_id = $1 AND state = 'cancelled')`,
-    [parentId],
-  );
+  return res.rows.map(toStored);
 }

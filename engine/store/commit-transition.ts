@@ -1,14 +1,26 @@
 import { isAllowedTransition, TERMINAL_STATES } from '../../contracts/index.ts';
-import { cancelChildren, signalParent, spawnChildren } from './children.ts';
+import { signalParent, spawnChildren } from './children.ts';
+import type { Instance } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
 import type { Db } from './db.ts';
 import { TransitionRefused } from './errors.ts';
 import type { Stored } from './rows.ts';
 import { type Client, inEnv } from './tx.ts';
 
+/**
+ * Ends every open descendant of `parent` in the caller's transaction. The core decides what
+ * cancelling each one means (closing its open attempt, preparing its compensations), so the
+ * runtime supplies it (runtime/cancel-tree.ts); the store only locks and writes.
+ */
+export type CancelChildren = (c: Client, parent: Instance, compensate: boolean) => Promise<void>;
+
 export interface CommitOptions {
   /** Keep (and extend) the lease: this worker goes straight on with the next prepared attempt. */
   keepLease: { token: string; ttlMs: number } | null;
+  /** Needed by a transition that cancels its children (a cancel verb, a fail_fast fan-in). */
+  cancelChildren?: CancelChildren;
+  /** The committing worker's lease token, kept as the commit's receipt (see commitLanded). */
+  by?: string;
 }
 
 /**
@@ -39,6 +51,7 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
     runAfterMs: t.runAfterMs,
     leaseToken: opts.keepLease?.token ?? null,
     leaseMs: opts.keepLease?.ttlMs ?? 0,
+    by: opts.by ?? null,
     notify: (to.state === 'pending' || to.state === 'compensating') && opts.keepLease === null,
   };
   const fanning = t.commands.some((c) => c.type === 'spawn' || c.type === 'cancelChildren');
@@ -48,16 +61,35 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
   const queryable = 'pool' in on ? on.pool : on;
   const res = await queryable.query<{ n: number }>('SELECT commit_transition($1::jsonb) AS n', [JSON.stringify(param)]);
   if (res.rows[0]!.n !== 1) return false;
-  await writeFanOut(on as Client, t);
+  await writeFanOut(on as Client, t, opts);
   if (childEnded) await signalParent(on as Client, to, to.parentSeq!);
   return true;
 }
 
+/**
+ * Did this worker's commit of the transition from `rowVersion` land? Asked when a retried commit
+ * found the guard moved after a lost connection: true when the row holds the receipt that commit
+ * wrote (migration 0006) — the worker's lease token at version `rowVersion + 1` — false when
+ * someone else moved the row (a fence, a verb). False, too, once a later commit has replaced the
+ * receipt: the instance has moved on without this worker, which is then right to let it go.
+ */
+export async function commitLanded(c: Client, args: { id: string; token: string; rowVersion: number }): Promise<boolean> {
+  const res = await c.query('SELECT 1 FROM workflows WHERE id = $1 AND commit_token = $2 AND commit_version = $3', [
+    args.id,
+    args.token,
+    args.rowVersion + 1,
+  ]);
+  return res.rowCount === 1;
+}
+
 /** Fan-out rides in the same transaction as the transition that asked for it (the caller's). */
-export async function writeFanOut(c: Client, t: Transition): Promise<void> {
+export async function writeFanOut(c: Client, t: Transition, opts: Pick<CommitOptions, 'cancelChildren'>): Promise<void> {
   for (const cmd of t.commands) {
     if (cmd.type === 'spawn') await spawnChildren(c, t.instance, cmd);
-    if (cmd.type === 'cancelChildren') await cancelChildren(c, t.instance.id);
+    if (cmd.type === 'cancelChildren') {
+      if (opts.cancelChildren === undefined) throw new Error(`workflow ${t.instance.id}: cancelling its children needs CommitOptions.cancelChildren`);
+      await opts.cancelChildren(c, t.instance, cmd.compensate === true);
+    }
   }
 }
 

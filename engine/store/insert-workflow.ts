@@ -62,6 +62,6 @@ export async function insertWorkflow(
     return { id: row.id, created: false, requestHash: row.request_hash };
   }
   await c.query('SELECT write_effects($1, $2, $3::jsonb)', [i.id, i.env, JSON.stringify(effectsParam(t))]);
-  await writeFanOut(c, t);
+  await writeFanOut(c, t, {}); // a new instance has no children to cancel
   return { id: i.id, created: true, requestHash: key.requestHash ?? null };
 }

@@ -79,7 +79,7 @@ export async function stepRuns(db: Db): Promise<StepRunRow[]> {
  * - two rows for one attempt (same key, kind and attempt number);
  * - two succeeded rows for one key;
  * - an attempt prepared after its key had already succeeded (a committed step run again);
- * - an attempt still `running` on an instance that has ended.
+ * - an attempt still open (`running` or `parked`) on an instance that has ended.
  */
 export async function attemptViolations(db: Db): Promise<string[]> {
   const res = await db.pool.query<{ problem: string }>(`
@@ -97,9 +97,9 @@ export async function attemptViolations(db: Db): Promise<string[]> {
        AND later.seq > ok.seq
      WHERE ok.state = 'succeeded' AND ok.idempotency_key IS NOT NULL
     UNION ALL
-    SELECT 'attempt ' || s.step || '#' || s.attempt || ' still running in ' || w.state || ' instance ' || w.id
+    SELECT 'attempt ' || s.step || '#' || s.attempt || ' still ' || s.state || ' in ' || w.state || ' instance ' || w.id
       FROM step_runs s JOIN workflows w ON w.id = s.workflow_id
-     WHERE s.state = 'running' AND w.state IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered')`);
+     WHERE s.state IN ('running', 'parked') AND w.state IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered')`);
   return res.rows.map((r) => r.problem);
 }
 
