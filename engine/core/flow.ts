@@ -2,7 +2,7 @@ import type { FlowErrorBody, LogicVersion, StepOutcome, TransitionCause } from '
 import { evaluate } from './expressions.ts';
 import { type FuncRecord, funcKey, type Instance, type JsonValue } from './instance.ts';
 import { backoffMs, keys, policyOf } from './retry.ts';
-import { STEP_KINDS } from './steps.ts';
+import { type Entered, STEP_KINDS } from './steps.ts';
 import { Draft, type Transition } from './transition.ts';
 import { validateOutput } from './schemas.ts';
 
@@ -25,12 +25,8 @@ export async function enter(d: Draft, name: string | null, override?: { input: J
       replacement !== undefined ? replacement.input : step.input === undefined ? d.instance.input : await evaluate(step.input, d.instance);
     replacement = undefined;
     // the decision is visible to exactly one step: the one right after it
-    const entered = await (STEP_KINDS[step.kind] as (...a: unknown[]) => Promise<{ goto?: string | null }>)(
-      d,
-      current,
-      step,
-      input,
-    );
+    const entered = await (STEP_KINDS[step.kind] as (...a: unknown[]) => Promise<Entered>)(d, current, step, input);
+    if ('fail' in entered) await failWorkflow(d, entered.fail, { exhausted: false });
     d.ctx.decision = null;
     if (!('goto' in entered)) return;
     current = entered.goto ?? null;
