@@ -223,7 +223,7 @@ async function onCompensationOutcome(logic: LogicVersion, inst: Instance, outcom
 
 /**
  * A func step made a host call whose result must be durable before the module runs again: the
- * record grows, the attempt stays running, and the same worker goes on (DESIGN.md §6).
+ * record grows, the attempt stays running, and the same worker goes on (host-functions/README.md, record and replay).
  */
 export function onProgress(logic: LogicVersion, inst: Instance, record: FuncRecord): Transition {
   const d = new Draft(logic, inst, 'step_progressed');

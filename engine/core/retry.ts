@@ -21,7 +21,7 @@ export function unitHash(s: string): number {
   return createHash('sha256').update(s).digest().readUInt32BE(0) / 2 ** 32;
 }
 
-/** Idempotency keys (DESIGN.md §3): the same across retries, rotated by a new generation. */
+/** Idempotency keys (ARCHITECTURE.md, Invariants: idempotency keys): the same across retries, rotated by a new generation. */
 export const keys = {
   step: (id: string, step: string, generation: number) => `${id}:${step}:${generation}`,
   compensation: (id: string, step: string, generation: number) => `${id}:${step}:${generation}:compensate`,

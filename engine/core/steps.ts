@@ -56,7 +56,7 @@ export const STEP_KINDS: { [K in StepKind]: Enter<K> } = {
   children: async (d, name, step, input) => {
     const parked = await enterChildren(d, name, step, input);
     if (parked === false) return pure(d, name, [], step.next ?? null);
-    return parked === true ? STOP : failStepAt(d, name, input, { code: 'FLOW_BAD_ITEMS', message: parked, step: name });
+    return parked === true ? STOP : failStepAt(d, name, input, { ...parked, step: name });
   },
 };
 
@@ -75,7 +75,7 @@ function pure(d: Draft, name: string, output: JsonValue, next: string | null): E
 
 /**
  * Prepares the first attempt of a step that calls out: registers its compensation (before it can
- * possibly run: DESIGN.md §5) and writes the attempt row, all in this transition's commit.
+ * possibly run: ARCHITECTURE.md, Invariants: state before effect) and writes the attempt row, all in this transition's commit.
  */
 function prepareEffect(d: Draft, name: string, step: StepDef, input: JsonValue): Entered {
   const { generation } = d.instance;

@@ -14,7 +14,7 @@ export function handlerEnvName(name: string): string {
 }
 
 /**
- * Reads `FLOW_HANDLER_<NAME>_URL` / `FLOW_HANDLER_<NAME>_TOKEN` once, at boot (DESIGN.md §8).
+ * Reads `FLOW_HANDLER_<NAME>_URL` / `FLOW_HANDLER_<NAME>_TOKEN` once, at boot (ARCHITECTURE.md, Contracts: handler profiles).
  * Profiles are keyed by the normalised name so a step may spell its handler either way.
  */
 export function loadHandlerProfiles(env: NodeJS.ProcessEnv = process.env, overrides: Record<string, string> = {}): HandlerProfiles {

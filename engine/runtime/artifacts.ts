@@ -4,7 +4,7 @@ import { FlowError, type LogicVersion, parseLogicVersion } from '../../contracts
 import { ArtifactInvalid } from '../errors.ts';
 
 /**
- * Reads every `<logicId>@<version>.json` of an artifact directory (DESIGN.md §3) and validates it,
+ * Reads every `<logicId>@<version>.json` of an artifact directory (ARCHITECTURE.md, Contracts: artifact directory) and validates it,
  * hash included. The file name must agree with the document inside.
  */
 export async function readArtifactDir(dir: string): Promise<LogicVersion[]> {

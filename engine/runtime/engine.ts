@@ -20,6 +20,7 @@ import { ResumeTokens } from './resume-tokens.ts';
 import { IngestEventRequest, type IngestResult, ingestEvent } from './ingest-event.ts';
 import { OutboxRelay, type RelayTuning } from './outbox-relay.ts';
 import { startPinned } from './start-instance.ts';
+import { checkStorable, DEFAULT_MAX_INPUT_BYTES } from './storable.ts';
 import { envOfWorkflow } from '../store/audit.ts';
 import { onCallback, onResume, type ResumeArgs } from '../core/wake.ts';
 import type { TransitionObserver } from './observer.ts';
@@ -49,6 +50,12 @@ export interface EngineOptions {
   /** Signs outbox deliveries (X-Flow-Signature); receivers verify with it. (Default: FLOW_OUTBOX_SECRET, as tokenSecret) */
   outboxSecret?: string;
   relay?: RelayTuning;
+  /**
+   * The largest JSON, in UTF-8 bytes, that a caller may hand in: a start's input, an event's
+   * payload, a decision's payload, a completion. Larger ones are refused with
+   * FLOW_INPUT_TOO_LARGE before anything is written. (Default: 1 MiB)
+   */
+  maxInputBytes?: number;
 }
 
 /** The engine's entry points. Workers are not started until `workers.start()`. */
@@ -63,12 +70,14 @@ export class Engine {
   /** Delivers outbox rows (events, callbacks); runs with the workers, or by hand with relayOnce(). */
   readonly outbox: OutboxRelay;
   readonly #callbackHosts: ReadonlySet<string>;
+  readonly #maxInputBytes: number;
 
   constructor(opts: EngineOptions) {
     this.db = opts.db;
     this.env = opts.env ?? 'default';
     this.logics = new LogicCache(opts.db);
     this.tokens = new ResumeTokens(secret(opts.tokenSecret ?? process.env['FLOW_TOKEN_SECRET'], 'FLOW_TOKEN_SECRET'));
+    this.#maxInputBytes = opts.maxInputBytes ?? DEFAULT_MAX_INPUT_BYTES;
     this.#callbackHosts = new Set(opts.callbackAllowlist ?? parseAllowlist(process.env['FLOW_CALLBACK_ALLOWLIST']));
     const executors = createExecutors(opts.executors);
     this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, opts.observer ?? {}, opts.worker);
@@ -86,9 +95,10 @@ export class Engine {
     this.workers.attach(this.outbox);
   }
 
-  /** An approver answers the decision the instance is parked on (DESIGN.md §5 `resume`). */
+  /** An approver answers the decision the instance is parked on (`resume`; the approver's scope is checked in engine/core/wake.ts). */
   async resume(id: string, args: ResumeArgs, opts: { env?: string; reason?: string } = {}): Promise<WorkflowRecord> {
     const env = opts.env ?? this.env;
+    checkStorable('the decision payload', args.payload ?? null, this.#maxInputBytes);
     await mutateWorkflow(this.db, this.logics, env, id, (logic, inst) => onResume(logic, inst, args), {
       verb: 'resume',
       actor: args.approver.subject,
@@ -105,6 +115,7 @@ export class Engine {
    */
   async complete(token: string, body: { output?: unknown; error?: { code: string; message: string }; retryable?: boolean }): Promise<WorkflowRecord> {
     const { workflowId, seq } = this.tokens.verify(token);
+    checkStorable('the completion', body, this.#maxInputBytes);
     const env = await asScheduler(this.db, (c) => envOfWorkflow(c, workflowId));
     if (env === null) throw new NotFound(`workflow ${workflowId}`);
     const outcome: StepOutcome =
@@ -145,6 +156,7 @@ export class Engine {
       throw new BadRequest('the start request', parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
     }
     const req = parsed.data;
+    checkStorable('the input', req.input, this.#maxInputBytes);
     const callback = req.callback === undefined ? null : new URL(req.callback.url);
     if (callback !== null && !hostAllowed(this.#callbackHosts, callback)) throw new CallbackNotAllowed(callback.host);
     const env = req.env ?? this.env;
@@ -172,6 +184,7 @@ export class Engine {
     if (!parsed.success) {
       throw new BadRequest('the event', parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
     }
+    checkStorable('the event payload', parsed.data.payload ?? null, this.#maxInputBytes);
     const env = parsed.data.env ?? this.env;
     const result = await inEnv(this.db, env, (c) => ingestEvent(c, this.logics, env, parsed.data));
     if (result.created && result.ids.length > 0) this.workers.wake();

@@ -29,7 +29,7 @@ export interface VerbOptions {
 }
 
 /**
- * The audited, scope-gated operator verbs and listings (DESIGN.md §5). Each verb runs in one
+ * The audited, scope-gated operator verbs and listings (ARCHITECTURE.md, Invariants: one writer per instance). Each verb runs in one
  * transaction with its audit row; a refusal changes nothing and writes no audit row.
  */
 export class Operations {

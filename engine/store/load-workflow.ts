@@ -28,7 +28,7 @@ interface StepRunRow {
   finished_at: Date | null;
 }
 
-/** The public WorkflowRecord (DESIGN.md §8): the instance row plus every attempt, in order. */
+/** The public WorkflowRecord (contracts/record.ts): the instance row plus every attempt, in order. */
 export async function loadRecord(c: Client, id: string): Promise<WorkflowRecord | null> {
   const wf = await c.query<WorkflowRow>('SELECT * FROM workflows WHERE id = $1', [id]);
   const row = wf.rows[0];
