@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * LogicVersion v1 — the compiled, immutable, content-hashed workflow definition (DESIGN.md §3, contract).
+ * LogicVersion v1 — the compiled, immutable, content-hashed workflow definition (ARCHITECTURE.md, Contracts).
  *
  * The schema never fills in defaults: the hash covers the document exactly as written, so defaults
  * (retry policy, HTTP method, export name…) are applied where they are used, from `DEFAULTS` below.
@@ -22,6 +22,8 @@ export const DEFAULTS = {
 export const Expr = z.string().min(1, 'an expression cannot be empty');
 export const StepName = z.string().regex(STEP_NAME_PATTERN, 'a step name matches ^[a-zA-Z][a-zA-Z0-9_-]{0,63}$');
 export const LogicId = z.string().regex(LOGIC_ID_PATTERN, 'a logicId matches ^[a-z][a-z0-9_.-]{0,127}$');
+/** A version number: an integer from 1 to 2^31 - 1, the range of the Postgres `integer` it is stored in. */
+export const VersionNumber = z.int().min(1).max(2_147_483_647);
 /** A JSON Schema (2020-12) document; checked for being an object here, compiled where used. */
 export const JsonSchema = z.record(z.string(), z.unknown());
 export const HttpMethod = z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
@@ -51,7 +53,7 @@ const HttpConfig = {
 const FuncConfig = { module: z.string().min(1), export: z.string().min(1).optional() };
 
 /**
- * A compensation action: a side effect that undoes a step (DESIGN.md §3 `Action`). Its retry
+ * A compensation action: a side effect that undoes a step (`Action`). Its retry
  * policy and per-attempt timeout are its own, not the forward step's.
  */
 const actionCommon = { input: Expr.optional(), retry: RetryPolicy.optional(), timeoutMs: z.int().min(1).optional() };
@@ -66,7 +68,8 @@ const common = {
   next: StepName.nullable().optional(),
   onError: StepName.optional(),
   retry: RetryPolicy.optional(),
-  timeoutMs: z.int().min(1).optional(),
+  // a Node timer holds at most 2^31 - 1 ms; a longer one would fire at once
+  timeoutMs: z.int().min(1).max(2_147_483_647).optional(),
   compensate: Action.optional(),
   output: JsonSchema.optional(),
 };
@@ -92,7 +95,7 @@ export const ChildrenStep = z.strictObject({
   kind: z.literal('children'),
   ...common,
   logicId: LogicId,
-  version: z.int().min(1).optional(),
+  version: VersionNumber.optional(),
   items: Expr,
   itemInput: Expr,
   failurePolicy: z.enum(['fail_fast', 'all_settled']),
@@ -142,7 +145,7 @@ export const Trigger = z.strictObject({ event: z.string().min(1), input: Expr })
 export const LogicVersion = z.strictObject({
   schema: z.literal(LOGIC_VERSION_SCHEMA),
   logicId: LogicId,
-  version: z.int().min(1),
+  version: VersionNumber,
   domain: z.string().min(1),
   hash: z.string().regex(/^sha256:[0-9a-f]{64}$/, 'a hash is sha256: followed by 64 lowercase hex digits'),
   description: z.string().optional(),

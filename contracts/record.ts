@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { LogicId } from './logic-version.ts';
+import { LogicId, VersionNumber } from './logic-version.ts';
 import { WORKFLOW_STATES } from './states.ts';
 
-/** WorkflowRecord and the requests around it (DESIGN.md §8, contract). */
+/** WorkflowRecord and the requests around it (ARCHITECTURE.md, Contracts). */
 
 export const Json: z.ZodType<unknown> = z.unknown();
 
@@ -70,7 +70,7 @@ export type WorkflowRecord = z.infer<typeof WorkflowRecord>;
 export const CreateWorkflowRequest = z.strictObject({
   logicId: LogicId,
   /** Pin a version; default: the active (highest published) version. */
-  version: z.int().min(1).optional(),
+  version: VersionNumber.optional(),
   input: Json,
   env: z.string().min(1).max(64).optional(),
   correlationId: z.string().min(1).max(200).optional(),
@@ -81,7 +81,7 @@ export const CreateWorkflowRequest = z.strictObject({
 });
 export type CreateWorkflowRequest = z.infer<typeof CreateWorkflowRequest>;
 
-/** What an executor reports about one step attempt (DESIGN.md §3 response classification). */
+/** What an executor reports about one step attempt (ARCHITECTURE.md, Contracts: outbound calls). */
 export const StepOutcome = z.discriminatedUnion('status', [
   z.object({ status: z.literal('succeeded'), output: Json }),
   z.object({

@@ -1,5 +1,5 @@
 /**
- * Instance states and the complete table of valid transitions (DESIGN.md §4).
+ * Instance states and the complete table of valid transitions (ARCHITECTURE.md, Contracts: states and transitions).
  *
  * This file is the single source of truth: the store refuses any state change that is not a row
  * of `TRANSITIONS`, and the database CHECK constraint on `flow.workflows.state` lists the same states.

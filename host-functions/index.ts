@@ -1,6 +1,6 @@
 /**
  * Sentin8:Func — runs WASM step modules through Extism with recorded,
- * replayable host calls (DESIGN §6). The engine uses `createFuncRuntime`;
+ * replayable host calls (ARCHITECTURE.md, Contracts: WASM host ABI). The engine uses `createFuncRuntime`;
  * the compiler and `s8flow publish` can vet a module with `inspectModule`.
  * AssemblyScript authors import the guest library in `./guest/`.
  */

@@ -1,6 +1,6 @@
 /**
  * The types an author's mapping functions see. They mirror the JSONata evaluation context of
- * DESIGN.md §3: `{ input, steps, workflow, decision, item, index }`.
+ * ARCHITECTURE.md, Contracts: LogicVersion: `{ input, steps, workflow, decision, item, index }`.
  */
 
 /** The running instance, as exposed to expressions under `workflow`. */

@@ -7,7 +7,7 @@ export type DraftExpr = (ctx: never) => unknown;
 export type JsonSchemaDoc = Record<string, unknown>;
 
 /**
- * One step in LogicVersion form (DESIGN.md §3 StepDef), except that expression fields still hold
+ * One step in LogicVersion form (contracts/logic-version.ts StepDef), except that expression fields still hold
  * the author's functions. Routing defaults are already applied.
  */
 export interface DraftStep {

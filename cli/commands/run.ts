@@ -13,7 +13,7 @@ import { printTimeline } from '../timeline.ts';
 export const RUN_USAGE = 's8flow run <logic.json|dir> --input <json|@file> [--handler NAME=URL]... [--allow-host HOST]... [--json]';
 
 /**
- * Runs one instance in process on an in-memory embedded store (DESIGN.md §8) until it is
+ * Runs one instance in process on an in-memory embedded store (README.md, The command) until it is
  * terminal or parked, and prints its WorkflowRecord. Every LogicVersion beside the named file is
  * published too, so children resolve. Exit code 0 for completed or waiting, 1 otherwise.
  */

@@ -17,7 +17,7 @@ type Steps = LockShape['steps'];
 const SINGLE_ROUTES = ['next', 'onError', 'onTimeout', 'otherwise'] as const;
 
 /**
- * Classifies the change from a locked shape to a new one (DESIGN.md §9): adding optional steps and
+ * Classifies the change from a locked shape to a new one (docs/sdk.md, versions): adding optional steps and
  * terminal paths is safe; removing, renaming or reordering steps, narrowing the input schema, and
  * changing an existing step's configuration or routes are breaking.
  */

@@ -8,7 +8,7 @@ import { createTranslator } from './translate-node.ts';
 export { SUPPORTED_HELPERS } from './calls.ts';
 export { ExprError } from './expr-error.ts';
 
-/** Context fields of step mappings (DESIGN.md §3). */
+/** Context fields of step mappings (ARCHITECTURE.md, Contracts: LogicVersion). */
 export const STEP_ROOTS = ['input', 'steps', 'workflow', 'decision', 'item', 'index'] as const;
 /** Context fields of a trigger's input mapping: the event payload. */
 export const TRIGGER_ROOTS = ['event'] as const;

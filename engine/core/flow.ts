@@ -2,7 +2,7 @@ import type { FlowErrorBody, LogicVersion, StepOutcome, TransitionCause } from '
 import { evaluate } from './expressions.ts';
 import { type FuncRecord, funcKey, type Instance, type JsonValue, type Running } from './instance.ts';
 import { backoffMs, keys, policyOf } from './retry.ts';
-import { isRegistrationOf, STEP_KINDS } from './steps.ts';
+import { type Entered, isRegistrationOf, STEP_KINDS } from './steps.ts';
 import { Draft, type Transition, visitField } from './transition.ts';
 import { stepErrorOf } from './errors.ts';
 import { validateOutput } from './schemas.ts';
@@ -33,16 +33,17 @@ export async function enter(d: Draft, name: string | null, opts: EnterOptions = 
     d.enterVisit(current, sameVisit);
     sameVisit = false;
     let input: JsonValue = null;
-    let entered: { goto?: string | null };
+    let entered: Entered;
     try {
       input = replacement !== undefined ? replacement.input : step.input === undefined ? d.instance.input : await evaluate('input', step.input, d.instance);
       replacement = undefined;
-      entered = await (STEP_KINDS[step.kind] as (...a: unknown[]) => Promise<{ goto?: string | null }>)(d, current, step, input);
+      entered = await (STEP_KINDS[step.kind] as (...a: unknown[]) => Promise<Entered>)(d, current, step, input);
     } catch (err) {
       // Every step kind evaluates before it changes anything, so the draft holds no half-entered
       // step: record the failure and route it like any permanent failure of the step.
-      entered = await failedEntry(d, current, input, stepErrorOf(err, current));
+      entered = failedEntry(d, current, input, stepErrorOf(err, current));
     }
+    if ('fail' in entered) await failWorkflow(d, entered.fail, { exhausted: false });
     // the decision is visible to exactly one step: the one right after it
     d.ctx.decision = null;
     if (!('goto' in entered)) return;
@@ -55,15 +56,12 @@ export async function enter(d: Draft, name: string | null, opts: EnterOptions = 
  * A step whose entry threw (its mapping failed): a failed attempt that never called out, then its
  * `onError` route, or the end of the workflow (compensating first) — never another try.
  */
-async function failedEntry(d: Draft, name: string, input: JsonValue, error: FlowErrorBody): Promise<{ goto?: string | null }> {
+function failedEntry(d: Draft, name: string, input: JsonValue, error: FlowErrorBody): Entered {
   d.insertAttempt({ step: name, attempt: d.nextAttempt(name), kind: 'step', state: 'failed', input, output: null, error, idempotencyKey: null });
   const onError = d.logic.steps[name]?.onError;
-  if (onError !== undefined) {
-    d.setOutput(name, { error } as JsonValue);
-    return { goto: onError };
-  }
-  await failWorkflow(d, error, { exhausted: false });
-  return {};
+  if (onError === undefined) return { fail: error };
+  d.setOutput(name, { error } as JsonValue);
+  return { goto: onError };
 }
 
 async function complete(d: Draft): Promise<void> {
@@ -289,7 +287,7 @@ async function onCompensationOutcome(logic: LogicVersion, inst: Instance, outcom
 
 /**
  * A func step made a host call whose result must be durable before the module runs again: the
- * record grows, the attempt stays running, and the same worker goes on (DESIGN.md §6).
+ * record grows, the attempt stays running, and the same worker goes on (host-functions/README.md, record and replay).
  */
 export function onProgress(logic: LogicVersion, inst: Instance, record: FuncRecord, goOn = false): Transition {
   const d = new Draft(logic, inst, 'step_progressed', goOn);

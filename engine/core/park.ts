@@ -1,4 +1,4 @@
-import type { StepOfKind } from '../../contracts/index.ts';
+import type { FlowErrorBody, StepOfKind } from '../../contracts/index.ts';
 import { durationMs } from './durations.ts';
 import { evaluate } from './expressions.ts';
 import type { JsonValue } from './instance.ts';
@@ -24,12 +24,24 @@ export async function enterDecision(d: Draft, name: string, step: StepOfKind<'de
 }
 
 /**
- * Fan-out: one child per item, spawned in the same commit that parks this step. No items means
- * nothing to wait for: the output is an empty array at once (returns false: did not park).
+ * The most children one `children` step may spawn. The spawn is one commit, and the parent's
+ * fan-in reads every child's result, so an unbounded list (100,000 items from a bad mapping) would
+ * be one giant transaction; past the limit the step fails FLOW_TOO_MANY_CHILDREN and spawns none.
+ * A constant, not a setting: replaying a trace must reach the same decision on any engine.
  */
-export async function enterChildren(d: Draft, name: string, step: StepOfKind<'children'>, input: JsonValue): Promise<string | boolean> {
+export const MAX_CHILDREN_PER_STEP = 10_000;
+
+/**
+ * Fan-out: one child per item, spawned in the same commit that parks this step. No items means
+ * nothing to wait for: the output is an empty array at once (returns false: did not park). A bad
+ * `items` returns the step error instead.
+ */
+export async function enterChildren(d: Draft, name: string, step: StepOfKind<'children'>, input: JsonValue): Promise<FlowErrorBody | boolean> {
   const items = await evaluate('items', step.items, d.instance);
-  if (!Array.isArray(items)) return `items evaluated to ${JSON.stringify(items)}, not an array`;
+  if (!Array.isArray(items)) return { code: 'FLOW_BAD_ITEMS', message: `items evaluated to ${JSON.stringify(items)?.slice(0, 200)}, not an array` };
+  if (items.length > MAX_CHILDREN_PER_STEP) {
+    return { code: 'FLOW_TOO_MANY_CHILDREN', message: `items has ${items.length} entries; a children step spawns at most ${MAX_CHILDREN_PER_STEP}` };
+  }
   if (items.length === 0) return false;
   const inputs: JsonValue[] = [];
   for (const [index, item] of items.entries()) inputs.push(await evaluate('itemInput', step.itemInput, d.instance, { item, index }));

@@ -24,13 +24,13 @@ export function unitHash(s: string): number {
 /**
  * The key of visit `visit` of a step in a generation. A step entered again in the same generation
  * (a loop back to it) must not reuse its key, or the owning service replays its first answer:
- * visit k ≥ 2 appends `:visit:<k>`, before any `:compensate` or `:call:<n>` (DESIGN.md §5).
+ * visit k ≥ 2 appends `:visit:<k>`, before any `:compensate` or `:call:<n>` (ARCHITECTURE.md, Invariants: idempotency keys).
  */
 function stepKey(id: string, step: string, generation: number, visit = 1): string {
   return visit > 1 ? `${id}:${step}:${generation}:visit:${visit}` : `${id}:${step}:${generation}`;
 }
 
-/** Idempotency keys (DESIGN.md §3): the same across retries, rotated by a new generation or visit. */
+/** Idempotency keys: the same across retries, rotated by a new generation or visit. */
 export const keys = {
   step: stepKey,
   compensation: (id: string, step: string, generation: number, visit = 1) => `${stepKey(id, step, generation, visit)}:compensate`,

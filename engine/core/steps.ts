@@ -1,13 +1,16 @@
 import type { FlowErrorBody, StepDef, StepKind, StepOfKind } from '../../contracts/index.ts';
 import { enterChildren, enterDecision, enterDelay } from './park.ts';
-import { failWorkflow } from './flow.ts';
 import { evaluate } from './expressions.ts';
 import type { JsonValue, Registration } from './instance.ts';
 import { keys } from './retry.ts';
 import { type Draft, visitField } from './transition.ts';
 
-/** How the core enters a step: it either moves on at once (`goto`) or stops (an effect, a park, an end). */
-export type Entered = { goto: string | null } | { stop: true };
+/**
+ * How the core enters a step: it moves on at once (`goto`), stops (an effect, a park, an end), or
+ * fails the workflow (`fail`). Failing is left to flow.ts, which owns the unwinding, so this table
+ * needs nothing from it and the two files do not import each other.
+ */
+export type Entered = { goto: string | null } | { stop: true } | { fail: FlowErrorBody };
 type Enter<K extends StepKind> = (d: Draft, name: string, step: StepOfKind<K>, input: JsonValue) => Promise<Entered>;
 
 const STOP = { stop: true } as const;
@@ -35,10 +38,8 @@ export const STEP_KINDS: { [K in StepKind]: Enter<K> } = {
     return pure(d, name, payload, step.next ?? null);
   },
 
-  fail: async (d, name, step, input) => {
-    await failStepAt(d, name, input, { code: step.code, message: step.message ?? `step ${name} failed the workflow`, step: name });
-    return STOP;
-  },
+  fail: async (d, name, step, input) =>
+    failStepAt(d, name, input, { code: step.code, message: step.message ?? `step ${name} failed the workflow`, step: name }),
 
   proxy: async (d, name, step, input) => prepareEffect(d, name, step, input),
   http: async (d, name, step, input) => prepareEffect(d, name, step, input),
@@ -50,21 +51,19 @@ export const STEP_KINDS: { [K in StepKind]: Enter<K> } = {
   },
   delay: async (d, name, step, input) => {
     const problem = await enterDelay(d, name, step, input);
-    if (problem !== null) await failStepAt(d, name, input, { code: 'FLOW_BAD_UNTIL', message: problem, step: name });
-    return STOP;
+    return problem === null ? STOP : failStepAt(d, name, input, { code: 'FLOW_BAD_UNTIL', message: problem, step: name });
   },
   children: async (d, name, step, input) => {
     const parked = await enterChildren(d, name, step, input);
     if (parked === false) return pure(d, name, [], step.next ?? null);
-    if (parked !== true) await failStepAt(d, name, input, { code: 'FLOW_BAD_ITEMS', message: parked, step: name });
-    return STOP;
+    return parked === true ? STOP : failStepAt(d, name, input, { ...parked, step: name });
   },
 };
 
-/** Records a failed attempt that never called out, and fails the workflow (compensating first). */
-async function failStepAt(d: Draft, name: string, input: JsonValue, error: FlowErrorBody): Promise<void> {
+/** Records a failed attempt that never called out; the caller then fails the workflow (compensating first). */
+function failStepAt(d: Draft, name: string, input: JsonValue, error: FlowErrorBody): Entered {
   d.insertAttempt({ step: name, attempt: d.nextAttempt(name), kind: 'step', state: 'failed', input, output: null, error, idempotencyKey: null });
-  await failWorkflow(d, error, { exhausted: false });
+  return { fail: error };
 }
 
 function pure(d: Draft, name: string, output: JsonValue, next: string | null): Entered {
@@ -76,7 +75,7 @@ function pure(d: Draft, name: string, output: JsonValue, next: string | null): E
 
 /**
  * Prepares the first attempt of a step that calls out: registers its compensation (before it can
- * possibly run: DESIGN.md §5) and writes the attempt row, all in this transition's commit.
+ * possibly run: ARCHITECTURE.md, Invariants: state before effect) and writes the attempt row, all in this transition's commit.
  */
 function prepareEffect(d: Draft, name: string, step: StepDef, input: JsonValue): Entered {
   const { generation } = d.instance;

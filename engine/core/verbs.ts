@@ -6,7 +6,7 @@ import { schemaProblems } from './schemas.ts';
 import { Draft, type Transition } from './transition.ts';
 
 /**
- * Operator verbs (DESIGN.md §5) as pure decisions. Each refuses — changing nothing — when the
+ * Operator verbs (ARCHITECTURE.md, Invariants: one writer per instance) as pure decisions. Each refuses — changing nothing — when the
  * transition table does not let its cause leave the instance's state, or its arguments do not fit.
  */
 function draftFor(logic: LogicVersion, inst: Instance, cause: TransitionCause): Draft {

@@ -21,7 +21,7 @@ export interface HostCall {
 export type HostTransport = (call: HostCall) => Promise<StepOutcome>;
 
 /**
- * Runs a `func` step's WASM module (DESIGN.md §6). Recorded host calls are answered from the
+ * Runs a `func` step's WASM module (host-functions/README.md). Recorded host calls are answered from the
  * record; the first unrecorded one suspends the run, is made through `transport` with key
  * `<attempt key>:call:<n>`, and comes back as `progress` so the caller persists it before the
  * module runs again. A crash therefore never repeats a recorded call, and a replay makes none.

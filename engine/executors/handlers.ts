@@ -24,9 +24,9 @@ export const envVarName = handlerEnvName;
 
 /**
  * Reads `FLOW_HANDLER_<NAME>_URL`, `FLOW_HANDLER_<NAME>_TOKEN` and the per-env
- * `FLOW_HANDLER_<NAME>_TOKEN__<ENV>` once, at boot (DESIGN.md §8). Profiles are keyed by the
- * normalised name so a step may spell its handler either way. `overrides` (name → URL) replace
- * the URL and keep the tokens.
+ * `FLOW_HANDLER_<NAME>_TOKEN__<ENV>` once, at boot (ARCHITECTURE.md, Contracts: handler profiles).
+ * Profiles are keyed by the normalised name so a step may spell its handler either way.
+ * `overrides` (name → URL) replace the URL and keep the tokens.
  */
 export function loadHandlerProfiles(env: NodeJS.ProcessEnv = process.env, overrides: Record<string, string> = {}): HandlerProfiles {
   const urls = new Map<string, string>();

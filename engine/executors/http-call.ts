@@ -15,7 +15,7 @@ export interface HttpCall {
 const MAX_ERROR_BODY = 500;
 
 /**
- * Makes one HTTP call and classifies the answer (DESIGN.md §3, contract): 2xx succeeds with the
+ * Makes one HTTP call and classifies the answer (ARCHITECTURE.md, Contracts: outbound calls): 2xx succeeds with the
  * JSON body (or null); 202 `{"status":"waiting"}` parks; 408, 429, 5xx, network errors and
  * timeouts are transient (honouring Retry-After); any other 4xx is permanent.
  */

@@ -55,7 +55,7 @@ export function createExecutors(opts: ExecutorOptions = {}): Executors {
   };
 }
 
-/** The outbound headers of DESIGN.md §3 for one attempt. */
+/** The outbound headers (ARCHITECTURE.md, Contracts: outbound calls) for one attempt. */
 export function flowHeaders(instance: Instance, running: Running): Record<string, string> {
   const headers: Record<string, string> = {
     'idempotency-key': running.idempotencyKey,

@@ -5,7 +5,7 @@ import { ArtifactInvalid } from '../errors.ts';
 import { readArtifactModule } from './module-store.ts';
 
 /**
- * Reads every `<logicId>@<version>.json` of an artifact directory (DESIGN.md §3) and validates it,
+ * Reads every `<logicId>@<version>.json` of an artifact directory (ARCHITECTURE.md, Contracts: artifact directory) and validates it,
  * hash included. The file name must agree with the document inside.
  */
 export async function readArtifactDir(dir: string): Promise<LogicVersion[]> {

@@ -23,6 +23,7 @@ import { ResumeTokens } from './resume-tokens.ts';
 import { IngestEventRequest, type IngestResult, ingestEvent } from './ingest-event.ts';
 import { OutboxRelay, type RelayTuning } from './outbox-relay.ts';
 import { startPinned } from './start-instance.ts';
+import { checkStorable, DEFAULT_MAX_INPUT_BYTES } from './storable.ts';
 import { envOfWorkflow } from '../store/audit.ts';
 import type { Instance } from '../core/instance.ts';
 import { onCallback, onResume, type ResumeArgs } from '../core/wake.ts';
@@ -62,6 +63,12 @@ export interface EngineOptions {
   /** Signs outbox deliveries (X-Flow-Signature); receivers verify with it. (Default: as tokenSecret) */
   outboxSecret?: string;
   relay?: RelayTuning;
+  /**
+   * The largest JSON, in UTF-8 bytes, that a caller may hand in: a start's input, an event's
+   * payload, a decision's payload, a completion. Larger ones are refused with
+   * FLOW_INPUT_TOO_LARGE before anything is written. (Default: 1 MiB)
+   */
+  maxInputBytes?: number;
 }
 
 export interface SettleOptions {
@@ -85,6 +92,7 @@ export class Engine {
   /** Delivers outbox rows (events, callbacks); runs with the workers, or by hand with relayOnce(). */
   readonly outbox: OutboxRelay;
   readonly #callbackHosts: ReadonlySet<string>;
+  readonly #maxInputBytes: number;
 
   /** Prometheus metrics (`flow_*`); `render()` gives the `/metrics` body. */
   readonly metrics: EngineMetrics;
@@ -100,6 +108,7 @@ export class Engine {
     this.#versions = new Versions(opts.db, this.logics);
     this.tokens = new ResumeTokens(secret(opts.tokenSecret, 'FLOW_TOKEN_SECRET', production));
     this.#callbackHosts = new Set(opts.callbackAllowlist ?? []);
+    this.#maxInputBytes = opts.maxInputBytes ?? DEFAULT_MAX_INPUT_BYTES;
     const outboxSecret = secret(opts.outboxSecret, 'FLOW_OUTBOX_SECRET', production);
     const given = opts.executors ?? {};
     this.#ownFuncs = given.funcRuntime === undefined && given.func === undefined ? dbFuncRuntime(opts.db) : null;
@@ -121,12 +130,13 @@ export class Engine {
   }
 
   /**
-   * An approver answers the decision the instance is parked on (DESIGN.md §5 `resume`). The
+   * An approver answers the decision the instance is parked on (`resume`). The
    * approver needs `flow:decide` for the instance's definition and, where the step declares one,
    * its `approverScope`; its subject is audited and forwarded as X-Flow-Approved-By.
    */
   async resume(id: string, args: ResumeArgs, opts: { env?: string; reason?: string } = {}): Promise<WorkflowRecord> {
     const env = opts.env ?? this.env;
+    checkStorable('the decision payload', args.payload ?? null, this.#maxInputBytes);
     const decide = (logic: LogicVersion, inst: Instance) => {
       authorize(args.approver, 'flow:decide', inst);
       return onResume(logic, inst, args);
@@ -147,6 +157,7 @@ export class Engine {
    */
   async complete(token: string, body: { output?: unknown; error?: { code: string; message: string }; retryable?: boolean }): Promise<WorkflowRecord> {
     const { workflowId, seq } = this.tokens.verify(token);
+    checkStorable('the completion', body, this.#maxInputBytes);
     const env = await asScheduler(this.db, (c) => envOfWorkflow(c, workflowId));
     if (env === null) throw new NotFound(`workflow ${workflowId}`);
     const outcome: StepOutcome =
@@ -219,6 +230,7 @@ export class Engine {
       throw new BadRequest('the start request', parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
     }
     const req = parsed.data;
+    checkStorable('the input', req.input, this.#maxInputBytes);
     const callback = req.callback === undefined ? null : new URL(req.callback.url);
     if (callback !== null && !hostAllowed(this.#callbackHosts, callback)) throw new CallbackNotAllowed(callback.host);
     const env = req.env ?? this.env;
@@ -250,6 +262,7 @@ export class Engine {
     if (!parsed.success) {
       throw new BadRequest('the event', parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
     }
+    checkStorable('the event payload', parsed.data.payload ?? null, this.#maxInputBytes);
     const env = parsed.data.env ?? this.env;
     const result = await inEnv(this.db, env, (c) => ingestEvent(c, this.logics, env, parsed.data));
     if (result.created && result.ids.length > 0) this.workers.wake();

@@ -21,7 +21,7 @@ export function dbFuncRuntime(db: Db, opts: Omit<FuncRuntimeOptions, 'loadModule
   });
 }
 
-/** Reads `modules/<sha256>.wasm` from an artifact directory (DESIGN.md §3). */
+/** Reads `modules/<sha256>.wasm` from an artifact directory (ARCHITECTURE.md, Contracts: artifact directory). */
 export async function readArtifactModule(artifactDir: string, hash: string): Promise<Uint8Array> {
   return new Uint8Array(await readFile(join(artifactDir, 'modules', `${hash}.wasm`)));
 }

@@ -46,9 +46,10 @@ export function authorize(actor: Actor, scope: FlowScope, inst: Pick<Instance, '
 }
 
 /**
- * The audited, scope-gated operator verbs and listings (DESIGN.md §5). Each verb runs in one
- * transaction with its audit row; a refusal changes nothing and writes no audit row. Every verb
- * has a dry run that changes nothing and answers what would run, under which keys.
+ * The audited, scope-gated operator verbs and listings (ARCHITECTURE.md, Invariants: one writer
+ * per instance). Each verb runs in one transaction with its audit row; a refusal changes nothing
+ * and writes no audit row. Every verb has a dry run that changes nothing and answers what would
+ * run, under which keys.
  */
 export class Operations {
   constructor(

@@ -32,7 +32,7 @@ export interface OutboxRelayOptions extends RelayTuning {
 const MAX_RETRY_AFTER_MS = 3_600_000;
 
 /**
- * Delivers outbox rows (DESIGN.md §9): claims due rows (SKIP LOCKED, scheduler role), POSTs each
+ * Delivers outbox rows (docs/outbox.md): claims due rows (SKIP LOCKED, scheduler role), POSTs each
  * with its idempotency key and a signature, and records the outcome — delivered, retry after a
  * backoff (408/429/5xx/network), or failed for good (any other 4xx, or out of attempts). Rows are
  * never deleted. Delivery is at least once; receivers deduplicate on Idempotency-Key.

@@ -48,6 +48,14 @@ export class NotFound extends FlowError {
   }
 }
 
+export class BadEnvName extends FlowError {
+  constructor(env: string) {
+    super('FLOW_BAD_ENV', `environment name ${JSON.stringify(env.slice(0, 80))} is not 1–64 characters of valid Unicode without control characters`, {
+      status: 400,
+    });
+  }
+}
+
 export class BadSchemaName extends FlowError {
   constructor(name: string) {
     super('FLOW_BAD_SCHEMA_NAME', `schema name "${name}" must match ^[a-z_][a-z0-9_]{0,62}$`);

@@ -29,7 +29,7 @@ interface StepRunRow {
 }
 
 /**
- * The public WorkflowRecord (DESIGN.md §8): the instance row plus every attempt, in order — in
+ * The public WorkflowRecord (contracts/record.ts): the instance row plus every attempt, in order — in
  * one statement, since the API answers a record on every start and read.
  */
 export async function loadRecord(c: Client, id: string): Promise<WorkflowRecord | null> {

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { Db } from './db.ts';
+import { BadEnvName } from './errors.ts';
 
 export type Client = pg.PoolClient;
 /** Where a statement that scopes itself can run: the pool (its own transaction) or a client. */
@@ -11,7 +12,23 @@ export type Queryable = pg.Pool | pg.PoolClient;
  * connecting user owns the tables (FORCE) — and a superuser connection is demoted too.
  */
 export function inEnv<T>(db: Db, env: string, fn: (c: Client) => Promise<T>): Promise<T> {
+  if (!isEnvName(env)) return Promise.reject(new BadEnvName(env));
   return inTx(db, (c) => `SELECT set_config('app.env_id', ${c.escapeLiteral(env)}, true), set_config('role', 'flow_app', true)`, fn);
+}
+
+/**
+ * Any Unicode name of 1–64 characters (the contract's bound) is an environment, quotes and all:
+ * it is data, passed as a literal. Control characters are not: a NUL cannot cross the Postgres
+ * protocol, and a lone surrogate is not text. Checked here, the one door to every env's rows.
+ */
+export function isEnvName(env: string): boolean {
+  return (
+    typeof env === 'string' &&
+    env.length >= 1 &&
+    [...env].length <= 64 &&
+    ![...env].some((ch) => ch.charCodeAt(0) < 0x20 || ch.charCodeAt(0) === 0x7f) &&
+    !/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(env)
+  );
 }
 
 /** A transaction for the scheduler's cross-environment work (claiming, timers, relay). */

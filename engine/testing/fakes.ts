@@ -17,7 +17,7 @@ export interface FakeCall {
 /** Answers one call; it may keep state (count attempts) — it is only ever called live, never on replay. */
 export type Fake = (call: FakeCall) => StepOutcome | Promise<StepOutcome>;
 
-/** Ready-made fakes for the outcomes that matter (DESIGN.md §9 testing). */
+/** Ready-made fakes for the outcomes that matter (ARCHITECTURE.md, Testing). */
 export const fakes = {
   success: (output: JsonValue | ((call: FakeCall) => JsonValue) = null): Fake => (call) => ({
     status: 'succeeded',

@@ -107,7 +107,7 @@ export interface FlowHandle {
 }
 
 /**
- * The synchronous in-process runner (DESIGN.md §9): the engine's own core, no store, no queue, no
+ * The synchronous in-process runner (ARCHITECTURE.md, Code map: engine/testing): the engine's own core, no store, no queue, no
  * real timers. Effects go to fakes chosen by `fakeKey` (func steps optionally to a real module
  * runtime); delays, deadlines and retry backoff use a manual virtual clock; children run in the
  * same runner. Every input to the core lands in a trace that `replay()` re-derives without calls.
@@ -495,7 +495,7 @@ class Simulation {
 }
 
 /**
- * The store refuses every transition that is not a row of the contract's table (DESIGN.md §4), so
+ * The store refuses every transition that is not a row of the contract's table (contracts/states.ts), so
  * the runner does too: a definition must not pass here and fail against Postgres. Worker events
  * (an attempt's result, a claimed child's start) apply to the claimed instance: pending → processing.
  * Creating an instance is an insert, not a transition.

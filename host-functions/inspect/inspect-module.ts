@@ -51,7 +51,7 @@ export interface ModuleInspection {
 }
 
 /**
- * Checks a module against the rules of DESIGN §6 before it may run: the hash,
+ * Checks a module against the rules of host-functions/README.md before it may run: the hash,
  * WASI, the import allowlist (Extism env, the declared host functions, the two
  * clock imports) with their signatures, and a memory maximum within the cap.
  * Throws a {@link FuncModuleError} naming the offending import or limit.

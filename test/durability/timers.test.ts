@@ -15,7 +15,7 @@ import { attemptViolations, committedSuccess, retrying, stateCounts, waitFor } f
 import { killAll, WorkerProcess } from '../support/worker-process.ts';
 
 /**
- * Time (DESIGN.md §5): a timer is a row, fired by whichever poller takes it first. Fired exactly
+ * Time (ARCHITECTURE.md, Invariants: time and parking): a timer is a row, fired by whichever poller takes it first. Fired exactly
  * once however many pollers race for it, and neither lost nor doubled when the database crashes
  * while timers are due.
  */

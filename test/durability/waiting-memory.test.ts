@@ -10,7 +10,7 @@ import { func, TEST_MODULE_BYTES, TEST_MODULES } from '../support/ledger-executo
 import { stateCounts, waitFor } from '../support/store-checks.ts';
 
 /**
- * Parking costs nothing in memory (DESIGN.md §5, core/park.ts): a waiting instance is a row, not
+ * Parking costs nothing in memory (ARCHITECTURE.md, Invariants: time and parking; core/park.ts): a waiting instance is a row, not
  * a promise. 100,000 instances wait on a decision (each with its deadline timer pending) while an
  * engine process polls; its resident memory stays flat, and the instances are live: a few are
  * resumed at the end and that same process runs them on.

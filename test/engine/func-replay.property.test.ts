@@ -1,11 +1,12 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LogicVersion, StepOutcome } from '../../contracts/index.ts';
-import type { JsonValue } from '../../engine/core/instance.ts';
+import type { Instance, JsonValue } from '../../engine/core/instance.ts';
 import { type Fake, type FlowHandle, replay, TestRunner, type Trace, type TraceEntry } from '../../engine/testing/index.ts';
 import { createFuncRuntime, type FuncRuntime } from '../../host-functions/index.ts';
 import { type BuiltTestModules, buildTestModules, TEST_MEMORY_PAGES } from '../host-functions/helpers/test-modules.ts';
 import { makeLogic } from '../contracts/helpers.ts';
+import { expectZeroCalls, type Replayer, World } from './replay-tripwires.ts';
 
 /**
  * A func step running the real `chain` module (its calls depend on earlier responses) under the
@@ -15,15 +16,6 @@ import { makeLogic } from '../contracts/helpers.ts';
 
 let modules: BuiltTestModules;
 let runtime: FuncRuntime;
-/** The runtime the runners see: counts every module run. */
-const counted: FuncRuntime & { runs: number } = {
-  runs: 0,
-  run(req) {
-    counted.runs++;
-    return runtime.run(req);
-  },
-  close: () => runtime.close(),
-};
 
 beforeAll(async () => {
   modules = await buildTestModules(['chain']);
@@ -90,7 +82,9 @@ async function runWithCrashes(script: readonly Answer[], crashAfter: readonly nu
     committed = structuredClone(flow.trace);
     throw new Crash(`crash after ${recorded} recorded calls`);
   };
-  const runner = () => new TestRunner(l, svc.fakes, { funcRuntime: counted, onEvent });
+  // the runners and any replay of their trace share one world: the service's fakes and the module runtime
+  const world = new World(svc.fakes, runtime);
+  const runner = () => new TestRunner(l, world.fakes, { funcRuntime: world.funcRuntime!, onEvent });
   let flow: FlowHandle | null = null;
   try {
     flow = await runner().start({ seed: 7 }, { id });
@@ -105,8 +99,14 @@ async function runWithCrashes(script: readonly Answer[], crashAfter: readonly nu
       if (!(err instanceof Crash)) throw err;
     }
   }
-  return { logic: l, flow, svc, restores };
+  return { logic: l, flow, svc, restores, world };
 }
+
+const realReplay: Replayer<LogicVersion, Trace> = (logic, trace) => replay(logic, trace);
+
+/** A deliberately broken replay that runs the module again (and so its host calls): the check must catch it. */
+const rerunning: Replayer<LogicVersion, Trace> = async (logic, trace, world) =>
+  (await new TestRunner(logic, world.fakes, { funcRuntime: world.funcRuntime! }).run(trace.initial.input, { id: trace.initial.id })).instance;
 
 let ids = 0;
 
@@ -143,16 +143,23 @@ describe('func steps under the test runner: crashes and replay', () => {
     await fc.assert(
       fc.asyncProperty(answers, crashes, async (script, crashAfter) => {
         const id = `00000000-0000-4000-9000-${String(++ids).padStart(12, '0')}`;
-        const { logic: l, flow, svc } = await runWithCrashes(script, crashAfter, id);
-        const runs = counted.runs;
+        const { logic: l, flow, svc, world } = await runWithCrashes(script, crashAfter, id);
         const hits = structuredClone(svc.hits);
-        const replayed = await replay(l, flow.trace);
+        let replayed: Instance | undefined;
+        expectZeroCalls(await world.during(async () => (replayed = await realReplay(l, flow.trace, world))));
         expect(replayed).toEqual(flow.instance);
-        expect(counted.runs).toBe(runs);
         expect(svc.hits).toEqual(hits);
       }),
       { numRuns: 25 },
     );
+  });
+
+  it('the zero-calls check fails for a replay that runs the module again (mutation check)', async () => {
+    const { logic: l, flow, world } = await runWithCrashes([{ kind: 'ok', flaky: false }], [1], `00000000-0000-4000-a000-${String(++ids).padStart(12, '0')}`);
+    expectZeroCalls(await world.during(() => realReplay(l, flow.trace, world)));
+    const made = await world.during(() => rerunning(l, flow.trace, world));
+    expect(made[0]).toMatch(/^module run /);
+    expect(() => expectZeroCalls(made)).toThrow();
   });
 
   it('without a module runtime, a func:<module> fake replaces the whole step', async () => {

@@ -5,7 +5,9 @@ import type { JsonValue } from '../../engine/core/instance.ts';
 import type { Instance } from '../../engine/core/instance.ts';
 import type { Fake, FlowHandle, Trace } from '../../engine/testing/index.ts';
 import { apply, replay, TestRunner } from '../../engine/testing/index.ts';
+import { callHttp } from '../../engine/executors/http-call.ts';
 import { makeLogic } from '../contracts/helpers.ts';
+import { expectZeroCalls, type Replayer, World } from './replay-tripwires.ts';
 
 type Kind = 'proxy' | 'pass' | 'choice';
 interface Shape {
@@ -81,20 +83,57 @@ function fakesFor(logic: LogicVersion, fake: Fake): Record<string, Fake> {
   return out;
 }
 
+/** The replay under test, given everything the live run had. */
+const realReplay: Replayer<LogicVersion, Trace> = (logic, trace) => replay(logic, trace);
+
+/**
+ * Deliberately broken replays, the mutants the zero-calls check must catch: one re-executes the
+ * run through the live fakes, one re-sends each step's effect over HTTP as a naive re-execution
+ * through the engine's executors would.
+ */
+const BROKEN: Record<string, Replayer<LogicVersion, Trace>> = {
+  'a replay that re-runs the steps through the fakes': async (logic, trace, world) =>
+    (await new TestRunner(logic, world.fakes).run(trace.initial.input, { id: trace.initial.id })).instance,
+  'a replay that re-sends each effect over HTTP': async (logic, trace) => {
+    for (const e of trace.entries) {
+      if (e.event.type === 'outcome') await callHttp({ method: 'POST', url: 'http://127.0.0.1:9/replayed', headers: {}, body: null, timeoutMs: 1000 });
+    }
+    return replay(logic, trace);
+  },
+};
+
 describe('replay determinism', () => {
   it('a live run replays to the identical decisions and final record with zero external calls', async () => {
     await fc.assert(
       fc.asyncProperty(shapes, outcomes, fc.integer({ min: 0, max: 100 }), async (list, schedule, n) => {
         const logic = logicOf(list);
-        const { fake, calls } = scheduled(schedule);
-        const live = await new TestRunner(logic, fakesFor(logic, fake)).run({ n });
-        const callsBefore = calls.length;
-        const replayed = await replay(logic, live.trace);
-        expect(calls.length).toBe(callsBefore);
+        const { fake } = scheduled(schedule);
+        const world = new World(fakesFor(logic, fake));
+        const live = await new TestRunner(logic, world.fakes).run({ n });
+        let replayed: Instance | undefined;
+        expectZeroCalls(await world.during(async () => (replayed = await realReplay(logic, live.trace, world))));
         expect(replayed).toEqual(live.instance);
         expect(['completed', 'failed', 'compensated', 'dead_lettered']).toContain(live.instance.state);
       }),
       { numRuns: 300 },
+    );
+  });
+
+  it('the zero-calls check fails for a replay that calls out (mutation check)', async () => {
+    await fc.assert(
+      fc.asyncProperty(shapes, outcomes, fc.integer({ min: 0, max: 100 }), async (list, schedule, n) => {
+        const logic = logicOf(list);
+        const { fake, calls } = scheduled(schedule);
+        const world = new World(fakesFor(logic, fake));
+        const live = await new TestRunner(logic, world.fakes).run({ n });
+        fc.pre(calls.length > 0); // a run that called nothing live has nothing a replay could repeat
+        expectZeroCalls(await world.during(() => realReplay(logic, live.trace, world)));
+        for (const [name, broken] of Object.entries(BROKEN)) {
+          const made = await world.during(() => broken(logic, live.trace, world));
+          expect(() => expectZeroCalls(made), name).toThrow();
+        }
+      }),
+      { numRuns: 60 },
     );
   });
 
@@ -287,6 +326,7 @@ interface Live {
   runner: TestRunner;
   flow: FlowHandle;
   calls: { key: string; step: string; kind: string }[];
+  world: World;
 }
 
 /** Every handle of the tree: the root, then its children in spawn order. */
@@ -327,7 +367,8 @@ async function driveWaiting(list: WaitShape[], childList: ChildKind[], schedule:
     };
   }
   for (const i of childList.keys()) fakeMap[`test/c${i}`] = kid;
-  const runner = new TestRunner(logic, fakeMap, { logics: [child] });
+  const world = new World(fakeMap);
+  const runner = new TestRunner(logic, world.fakes, { logics: [child] });
   const flow = await runner.start({ n });
   let completed: number | null = null;
   for (const act of script) {
@@ -359,7 +400,7 @@ async function driveWaiting(list: WaitShape[], childList: ChildKind[], schedule:
       await refused(flow, () => flow.complete(outcomeOf('ok', { again: true }), { seq: completed! }), 'FLOW_STALE_TOKEN');
     }
   }
-  return { logic, child, runner, flow, calls };
+  return { logic, child, runner, flow, calls, world };
 }
 
 /**
@@ -400,14 +441,14 @@ describe('replay determinism with waiting, time and composition', () => {
   it('every instance rests, and its trace replays to the identical decisions and final record with zero calls', async () => {
     await fc.assert(
       fc.asyncProperty(waitingCase, async ([list, childList, schedule, childSchedule, script, n]) => {
-        const { logic, child, runner, flow, calls } = await driveWaiting(list, childList, schedule, childSchedule, script, n);
-        const callsBefore = calls.length;
+        const { logic, child, runner, flow, world } = await driveWaiting(list, childList, schedule, childSchedule, script, n);
         for (const f of treeOf(flow)) {
           expect(RESTING).toContain(f.instance.state);
-          const replayed = await replay(f === flow ? logic : child, f.trace);
+          let replayed: Instance | undefined;
+          expectZeroCalls(await world.during(async () => (replayed = await realReplay(f === flow ? logic : child, f.trace, world))));
           await checkWakeUps(f === flow ? logic : child, f.trace);
           // a child that fail_fast cancelled was stopped by the store, not by an event of its own
-          expect(f.cancelledByParent ? { ...replayed, state: 'cancelled', error: f.instance.error } : replayed).toEqual(f.instance);
+          expect(f.cancelledByParent ? { ...replayed!, state: 'cancelled', error: f.instance.error } : replayed).toEqual(f.instance);
           // a timer that fell due never stays unfired; a parked delay or deadline has its timer armed
           for (const t of f.timers) expect(t.fireAtMs).toBeGreaterThan(runner.now);
           const parkedOn = waitingOn(f);
@@ -419,7 +460,6 @@ describe('replay determinism with waiting, time and composition', () => {
             if (waitingOn(f)?.kind !== 'children' || f.instance.ctx.running?.seq !== c.instance.parentSeq) expect(RESTING.slice(1)).toContain(c.instance.state);
           }
         }
-        expect(calls.length).toBe(callsBefore);
       }),
       { numRuns: 400 },
     );

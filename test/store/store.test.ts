@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { WORKFLOW_STATES, TRANSITION_CAUSES, isAllowedTransition, type WorkflowState, type TransitionCause } from '../../contracts/index.ts';
+import { isAllowedTransition, TRANSITION_CAUSES, TRANSITIONS, type TransitionCause, WORKFLOW_STATES, type WorkflowState } from '../../contracts/index.ts';
 import { begin } from '../../engine/core/flow.ts';
 import { initialCtx, type Instance } from '../../engine/core/instance.ts';
 import { Draft } from '../../engine/core/transition.ts';
@@ -12,7 +12,7 @@ import { findLogicVersion, publishLogicVersion } from '../../engine/store/logic-
 import { dropSchema, migrate } from '../../engine/store/migrate.ts';
 import { inEnv } from '../../engine/store/tx.ts';
 import { makeLogic } from '../contracts/helpers.ts';
-import { closeTestDb, describeEachDriver, openTestDb } from '../support/db.ts';
+import { describeEachDriver } from '../support/db.ts';
 
 const logic = makeLogic({ logicId: 'store.flow', start: 'wait', steps: { wait: { kind: 'decision', options: ['go'] } } });
 
@@ -113,28 +113,44 @@ describeEachDriver('store', (getDb) => {
     await expect(inEnv(getDb(), env, (c) => c.query(`UPDATE logic_versions SET hash = 'x'`))).rejects.toMatchObject({ code: '42501' });
   });
 
-  it('allows every transition of the table and refuses every pair outside it, changing nothing', async () => {
+  it('commits every (from, cause, to) triple of the table, and each one lands', async () => {
+    const env = 'env-t';
+    const landed: string[] = [];
+    for (const { from, cause, to } of TRANSITIONS) {
+      const id = await createIn(env);
+      // put the row in `from` directly: the table, not the path that leads there, is under test
+      await inEnv(getDb(), env, (c) => c.query('UPDATE workflows SET state = $2 WHERE id = $1', [id, from]));
+      const stored = (await inEnv(getDb(), env, (c) => loadWorkflow(c, id)))!;
+      expect(stored.instance.state).toBe(from);
+      // goOn: a worker that keeps the lease, so the draft's hand-over rule leaves `to` as set
+      const d = new Draft(logic, stored.instance, cause, true);
+      d.instance.state = to;
+      expect(await inEnv(getDb(), env, (c) => commitTransition(c, stored, d.done(), { keepLease: null })), `${from} -${cause}-> ${to}`).toBe(true);
+      const after = (await inEnv(getDb(), env, (c) => loadWorkflow(c, id)))!;
+      expect({ state: after.instance.state, moved: after.rowVersion > stored.rowVersion }, `${from} -${cause}-> ${to}`).toEqual({ state: to, moved: true });
+      landed.push(`${from}|${cause}|${to}`);
+    }
+    expect(new Set(landed).size).toBe(TRANSITIONS.length);
+  });
+
+  it('refuses every (from, cause, to) outside the table, changing nothing', async () => {
     const id = await createIn('env-t');
     const stored = (await inEnv(getDb(), 'env-t', (c) => loadWorkflow(c, id)))!;
     let refused = 0;
-    let allowedChecked = 0;
     for (const from of WORKFLOW_STATES)
       for (const cause of TRANSITION_CAUSES)
         for (const to of WORKFLOW_STATES) {
+          if (isAllowedTransition(from, cause, to)) continue;
           // goOn: a worker that keeps the lease, so the draft's hand-over rule leaves `to` as set
           const d = new Draft(logic, { ...stored.instance, state: from }, cause as TransitionCause, true);
           d.instance.state = to as WorkflowState;
           const fake = { ...stored, instance: { ...stored.instance, state: from } };
-          if (isAllowedTransition(from, cause, to)) {
-            allowedChecked++;
-            continue;
-          }
           await expect(inEnv(getDb(), 'env-t', (c) => commitTransition(c, fake, d.done(), { keepLease: null }))).rejects.toMatchObject({
             code: 'FLOW_TRANSITION_REFUSED',
           });
           refused++;
         }
-    expect(refused + allowedChecked).toBe(WORKFLOW_STATES.length ** 2 * TRANSITION_CAUSES.length);
+    expect(refused).toBe(WORKFLOW_STATES.length ** 2 * TRANSITION_CAUSES.length - TRANSITIONS.length);
     expect((await inEnv(getDb(), 'env-t', (c) => loadWorkflow(c, id)))!.rowVersion).toBe(stored.rowVersion);
   });
 
@@ -151,10 +167,9 @@ describeEachDriver('store', (getDb) => {
 });
 
 describe('migrations', () => {
-  it('two migrators racing on one schema apply each migration exactly once', async () => {
-    const first = await openTestDb('pglite');
-    await closeTestDb(first);
-    if (!process.env['DATABASE_URL']) return;
+  // Two migrators need two sessions on one database; PGlite is a single session (notes/pglite.md),
+  // so the race exists only on Postgres.
+  it.skipIf(!process.env['DATABASE_URL'])('two migrators racing on one schema apply each migration exactly once (Postgres only: PGlite has one session)', async () => {
     const schema = `flow_race_${randomUUID().slice(0, 8)}`;
     const a = await openDb(process.env['DATABASE_URL'], { schema });
     const b = await openDb(process.env['DATABASE_URL'], { schema });

@@ -124,7 +124,7 @@ export class Gates<T> {
   }
 }
 
-/** The kind of call an idempotency key belongs to (DESIGN.md §3 key shapes). */
+/** The kind of call an idempotency key belongs to (ARCHITECTURE.md, Invariants: idempotency keys). */
 export function kindOfKey(key: string): 'step' | 'compensation' {
   return key.endsWith(':compensate') ? 'compensation' : 'step';
 }

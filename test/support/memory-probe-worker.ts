@@ -3,7 +3,8 @@
  * worker pool on DATABASE_URL / FLOW_SCHEMA / FLOW_ENV whose `func` steps succeed at once, and
  * prints one JSON line per sample — after PROBE_WARMUP_MS of polling, then five more spread over
  * PROBE_MEASURE_MS, the last one `measured` — with its memory after a full GC (run node with --expose-gc) and how many connections its
- * pool checked out (each poll cycle checks out one per timer batch and one per claim). It keeps
+ * pool checked out (each poll cycle checks out one per timer batch and one per claim), and one
+ * `asked` sample whenever it receives SIGUSR2. It keeps
  * polling afterwards until SIGTERM, so the test can wake instances and watch them run here.
  *
  *   node --expose-gc --import tsx test/support/memory-probe-worker.ts
@@ -47,6 +48,9 @@ const stop = new Promise<void>((resolve) => {
   process.once('SIGTERM', go);
   process.once('SIGINT', go);
 });
+
+// a test may ask for a sample at a moment of its choosing (after it parked more instances)
+process.on('SIGUSR2', () => sample('asked'));
 
 await engine.workers.start();
 process.stdout.write(`${JSON.stringify({ phase: 'started', pollMs: engine.workers.pollMs, pid: process.pid })}\n`);
