@@ -301,9 +301,10 @@ export class Engine {
   }
 }
 
-/** The caller's observer, with the metrics fed from the same hooks first. */
+/** The caller's observer, with the metrics told first of what they count; every other hook passes through. */
 function withMetrics(metrics: EngineMetrics, o: TransitionObserver): TransitionObserver {
   return {
+    ...o,
     onTransition: (from, t, committed) => {
       metrics.onTransition(from, t, committed);
       o.onTransition?.(from, t, committed);
@@ -316,7 +317,6 @@ function withMetrics(metrics: EngineMetrics, o: TransitionObserver): TransitionO
       metrics.onWake(logic, stored);
       o.onWake?.(logic, stored);
     },
-    ...(o.onError ? { onError: o.onError } : {}),
   };
 }
 

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { type LogicVersion, mermaidDiagram, parseLogicVersion } from '../../contracts/index.ts';
-import { ChildLogicMissing, ModuleHashMismatch, ModuleMissing } from '../errors.ts';
+import { FuncModuleError, inspectModule } from '../../host-functions/index.ts';
+import { ChildLogicMissing, ModuleHashMismatch, ModuleInvalid, ModuleMissing } from '../errors.ts';
 import type { Db } from '../store/db.ts';
 import { NotFound } from '../store/errors.ts';
 import { findVersionRow, listVersions, type VersionRow } from '../store/list-versions.ts';
@@ -49,6 +50,10 @@ export class Versions {
   async publish(env: string, doc: unknown, modules: Record<string, Uint8Array> = {}): Promise<PublishResult> {
     const logic = parseLogicVersion(doc);
     const uploads = checkedModules(modules);
+    for (const [name, m] of Object.entries(logic.modules ?? {})) {
+      const bytes = uploads.get(m.sha256);
+      if (bytes !== undefined) vetModule(logic, name, bytes, Object.keys(m.imports));
+    }
     const result = await inEnv(this.db, env, async (c) => {
       const declared = Object.entries(logic.modules ?? {});
       const stored = await storedModules(c, declared.map(([, m]) => m.sha256).filter((h) => !uploads.has(h)));
@@ -89,6 +94,20 @@ export class Versions {
 }
 
 /** The uploaded modules, each checked to hash to the key it came under (a lowercase hex sha256). */
+/**
+ * Refuses at publish a module a step could never load (not wasm, WASI, an import the version does
+ * not declare, no memory cap): the same checks the runtime makes before a run, so the mistake
+ * surfaces in CI and not on the first instance.
+ */
+function vetModule(logic: LogicVersion, name: string, bytes: Uint8Array, declaredImports: string[]): void {
+  try {
+    inspectModule(bytes, declaredImports);
+  } catch (err) {
+    if (err instanceof FuncModuleError) throw new ModuleInvalid(logic, name, err.code, err.message);
+    throw err;
+  }
+}
+
 function checkedModules(modules: Record<string, Uint8Array>): Map<string, Uint8Array> {
   const checked = new Map<string, Uint8Array>();
   for (const [key, bytes] of Object.entries(modules)) {

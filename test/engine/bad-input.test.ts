@@ -68,7 +68,9 @@ describeEachDriver('bad input', (getDb) => {
   }
 
   async function run(logic: LogicVersion, input: unknown = {}) {
-    await engine.publish(logic);
+    // a version's modules are uploaded with it, into the database the workers load them from
+    const uploads = await Promise.all(Object.values(logic.modules ?? {}).map(async (m) => [m.sha256, await modules.load(m.sha256)] as const));
+    await engine.publishVersion(env, logic, Object.fromEntries(uploads));
     const { id } = await engine.start({ logicId: logic.logicId, input });
     await settle(engine);
     return engine.get(id);
