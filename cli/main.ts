@@ -14,6 +14,10 @@ const COMMANDS: Record<string, { usage: string; load: () => Promise<Command> }> 
     usage: 's8flow compile [dir] [--out dist/flow] [--watch] [--update-lock]',
     load: async () => (await import('./commands/compile.ts')).compileCommand,
   },
+  trace: {
+    usage: 's8flow trace <id> [--env E] [--out file]   (reads DATABASE_URL)',
+    load: async () => (await import('./commands/trace.ts')).traceCommand,
+  },
   publish: {
     usage: 's8flow publish --to <dir> [--from dist/flow]',
     load: async () => (await import('./commands/publish.ts')).publishCommand,

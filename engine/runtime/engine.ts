@@ -21,7 +21,7 @@ import { IngestEventRequest, type IngestResult, ingestEvent } from './ingest-eve
 import { OutboxRelay, type RelayTuning } from './outbox-relay.ts';
 import { startPinned } from './start-instance.ts';
 import { envOfWorkflow } from '../store/audit.ts';
-import { onCallback, onResume, type ResumeArgs } from '../core/wake.ts';
+import type { ResumeArgs } from '../core/wake.ts';
 import type { TransitionObserver } from './observer.ts';
 import { type WorkerOptions, WorkerPool } from './worker-pool.ts';
 
@@ -89,7 +89,7 @@ export class Engine {
   /** An approver answers the decision the instance is parked on (DESIGN.md §5 `resume`). */
   async resume(id: string, args: ResumeArgs, opts: { env?: string; reason?: string } = {}): Promise<WorkflowRecord> {
     const env = opts.env ?? this.env;
-    await mutateWorkflow(this.db, this.logics, env, id, (logic, inst) => onResume(logic, inst, args), {
+    await mutateWorkflow(this.db, this.logics, env, id, { type: 'resume', args }, {
       verb: 'resume',
       actor: args.approver.subject,
       reason: opts.reason ?? null,
@@ -111,7 +111,7 @@ export class Engine {
       body.error !== undefined
         ? { status: 'failed', retryable: body.retryable ?? false, error: body.error }
         : { status: 'succeeded', output: body.output ?? null };
-    await mutateWorkflow(this.db, this.logics, env, workflowId, (logic, inst) => onCallback(logic, inst, seq, outcome));
+    await mutateWorkflow(this.db, this.logics, env, workflowId, { type: 'callback', seq, outcome });
     this.workers.wake();
     return this.get(workflowId, env);
   }

@@ -1,5 +1,5 @@
-import type { LogicVersion } from '../../contracts/index.ts';
 import type { Instance } from '../core/instance.ts';
+import { apply, type TraceEvent } from '../core/journal.ts';
 import type { Transition } from '../core/transition.ts';
 import { insertAudit } from '../store/audit.ts';
 import { commitTransition } from '../store/commit-transition.ts';
@@ -17,8 +17,9 @@ export interface AuditOf {
 }
 
 /**
- * Applies one decision of the core to an instance outside the worker loop (a verb, a resume, a
- * completion): read under a row lock, decide, commit guarded by row_version, audit — in one
+ * Applies one event to an instance outside the worker loop (a verb, a resume, a completion)
+ * through the core: read under a row lock, decide, commit guarded by row_version with its journal
+ * row, audit — in one
  * transaction. A worker that is mid-step on the same instance is fenced out by the row_version
  * bump; a decision that throws leaves everything as it was.
  */
@@ -27,15 +28,17 @@ export async function mutateWorkflow(
   logics: LogicCache,
   env: string,
   id: string,
-  decide: (logic: LogicVersion, inst: Instance) => Promise<Transition>,
+  event: TraceEvent,
   audit?: AuditOf,
 ): Promise<Transition> {
   return inEnv(db, env, async (c) => {
     const stored = await loadWorkflow(c, id, { forUpdate: true });
     if (stored === null) throw new NotFound(`workflow ${id}`);
     const logic = await logics.get(env, stored.instance.logicHash, c);
-    const t = await decide(logic, stored.instance);
-    if (!(await commitTransition(c, stored, t, { keepLease: null }))) throw new ConcurrentUpdate(id);
+    const t = await apply(logic, stored.instance, event);
+    // every event from outside the worker loop decides something or is refused (it throws)
+    if (t === null) throw new Error(`workflow ${id}: ${event.type} decided nothing`);
+    if (!(await commitTransition(c, stored, t, { keepLease: null, event }))) throw new ConcurrentUpdate(id);
     if (audit !== undefined) {
       await insertAudit(c, { workflowId: id, env, ...audit, before: summary(stored.instance), after: summary(t.instance) });
     }

@@ -27,8 +27,9 @@ export async function startPinned(c: Client, logics: LogicCache, logic: LogicVer
   const problems = schemaProblems(logic.input, spec.input);
   if (problems.length > 0) throw new InputInvalid(`${logic.logicId}@${logic.version}`, problems);
   logics.remember(logic);
-  const t = await begin(logic, newInstance(logic, spec));
-  return insertWorkflow(c, t, spec.idempotencyKey, spec.callbackUrl);
+  const initial = newInstance(logic, spec);
+  const t = await begin(logic, initial);
+  return insertWorkflow(c, t, spec.idempotencyKey, spec.callbackUrl, initial);
 }
 
 export function newInstance(logic: LogicVersion, spec: Pick<StartSpec, 'env' | 'input' | 'correlationId'>): Instance {

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type LogicVersion, TERMINAL_STATES } from '../../contracts/index.ts';
-import { beginClaimed, isUnstarted, onOutcome, onProgress } from '../core/flow.ts';
+import { beginClaimed, isUnstarted } from '../core/flow.ts';
+import { apply, type TraceEvent } from '../core/journal.ts';
 import type { Instance } from '../core/instance.ts';
 import type { Executors } from '../executors/index.ts';
 import { claimWorkflows, heartbeat, releaseWakes } from '../store/claim-workflows.ts';
@@ -194,22 +195,23 @@ export class WorkerPool {
     for (;;) {
       const { instance } = stored;
       const logic = await this.logics.get(instance.env, instance.logicHash);
-      const t = isUnstarted(instance)
-        ? await beginClaimed(logic, instance)
+      const decided = isUnstarted(instance)
+        ? { t: await beginClaimed(logic, instance), event: { type: 'begin', claimed: true } as const }
         : instance.state === 'waiting'
           ? await applyWakes(this.db, logic, stored)
           : await this.#step(logic, instance, token);
-      if (t === null) {
+      if (decided === null) {
         await asScheduler(this.db, (c) => releaseWakes(c, { id: instance.id, rowVersion: stored.rowVersion }));
         this.#timers.ring(); // timers of this instance passed over while it was held are due
         return;
       }
+      const { t, event } = decided;
       // a wake-up leaves its next step to any worker; the one holding the lease runs it itself
       if (instance.state === 'waiting' && t.instance.state === 'pending' && t.runAfterMs === null) t.instance.state = 'processing';
       const keep = !this.#stopping && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
       // handing over: the next attempt is prepared, any worker may claim it
       if (!keep && t.instance.state === 'processing') t.instance.state = 'pending';
-      const committed = await this.#commit(stored, t, keep ? { token, ttlMs: this.leaseMs } : null);
+      const committed = await this.#commit(stored, t, event, keep ? { token, ttlMs: this.leaseMs } : null);
       this.observer.onTransition?.(stored.instance, t, committed);
       // let the timer loop look again when what it waits for may have changed: a new timer may
       // fall due before its next poll, a child that ended left its parent a signal due now, and
@@ -225,18 +227,19 @@ export class WorkerPool {
   }
 
   /** Executes the prepared attempt and lets the core decide what its result means. */
-  async #step(logic: LogicVersion, instance: Instance, token: string): Promise<Transition> {
+  async #step(logic: LogicVersion, instance: Instance, token: string): Promise<{ t: Transition; event: TraceEvent }> {
     const result = await this.#withHeartbeat(instance.id, token, () => executeAttempt(logic, instance, this.executors, this.tokens));
-    return result.status === 'progress' ? onProgress(logic, instance, result.record) : onOutcome(logic, instance, result);
+    const event: TraceEvent = result.status === 'progress' ? { type: 'progress', record: result.record } : { type: 'outcome', outcome: result };
+    return { t: await apply(logic, instance, event), event } as { t: Transition; event: TraceEvent };
   }
 
-  async #commit(from: Stored, t: Transition, keepLease: { token: string; ttlMs: number } | null): Promise<boolean> {
+  async #commit(from: Stored, t: Transition, event: TraceEvent, keepLease: { token: string; ttlMs: number } | null): Promise<boolean> {
     // A lost connection may or may not have committed; retrying is safe because the row_version
     // guard turns a second application into a no-op (it then reports false: fenced).
     for (let attempt = 1; ; attempt++) {
       try {
         // one statement, one round trip: commit_transition() scopes itself to the instance's env
-        return await commitTransition(this.db, from, t, { keepLease });
+        return await commitTransition(this.db, from, t, { keepLease, event });
       } catch (err) {
         if ((err as { code?: string }).code === 'FLOW_TRANSITION_REFUSED' || attempt >= 20) throw err;
         await sleep(Math.min(2000, 50 * 2 ** attempt));

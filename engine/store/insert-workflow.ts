@@ -1,5 +1,7 @@
+import type { Instance } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
 import { effectsParam, writeFanOut } from './commit-transition.ts';
+import { insertJournal, journalParam } from './journal.ts';
 import type { Client } from './tx.ts';
 
 /**
@@ -12,6 +14,8 @@ export async function insertWorkflow(
   t: Transition,
   idempotencyKey: string | null,
   callbackUrl: string | null = null,
+  /** The instance `t` began from, for the journal; without it the start is not journalled. */
+  initial?: Instance,
 ): Promise<{ id: string; created: boolean }> {
   const i = t.instance;
   const res = await c.query<{ id: string }>(
@@ -48,6 +52,8 @@ export async function insertWorkflow(
     return { id: existing.rows[0]!.id, created: false };
   }
   await c.query('SELECT write_effects($1, $2, $3::jsonb)', [i.id, i.env, JSON.stringify(effectsParam(t))]);
+  // the first journal row: the instance was created and began (row_version 1)
+  if (initial !== undefined) await insertJournal(c, i.env, i.id, journalParam(1, initial, { type: 'begin' }, t));
   await writeFanOut(c, t);
   return { id: i.id, created: true };
 }
