@@ -20,6 +20,8 @@ export interface WorkerProcessOptions {
   pollMs?: number;
   /** Extra environment (e.g. PGAPPNAME to recognise its connections). */
   extraEnv?: Record<string, string>;
+  /** Further `s8flow start` arguments (e.g. `--artifacts DIR` for func steps). */
+  extraArgs?: string[];
   /** How long to wait for the "ready" line. (Default: 30000) */
   readyTimeoutMs?: number;
 }
@@ -52,7 +54,7 @@ export class WorkerProcess {
 
   /** Starts a worker and resolves once it has migrated, started its pool and said so. */
   static async start(o: WorkerProcessOptions): Promise<WorkerProcess> {
-    const args = ['start', '--concurrency', String(o.concurrency ?? 4), '--lease-ms', String(o.leaseMs ?? 1500), '--poll-ms', String(o.pollMs ?? 50)];
+    const args = ['start', '--concurrency', String(o.concurrency ?? 4), '--lease-ms', String(o.leaseMs ?? 1500), '--poll-ms', String(o.pollMs ?? 50), ...(o.extraArgs ?? [])];
     const child = spawn(process.execPath, [BIN, ...args], {
       env: {
         ...process.env,
