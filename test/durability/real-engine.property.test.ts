@@ -219,10 +219,12 @@ describe.skipIf(!DATABASE_URL)('the replay and compensation properties on the re
         expect(await attemptViolations(db)).toEqual([]);
 
         // 4. compensations: the exact reverse of the registrations made by the path taken. Each first
-        // attempt of a compensable step registers one (its key names the visit); nothing is merged.
+        // attempt of a compensable step registers one (its key names the visit), and a permanent
+        // refusal withdraws it (the call took no effect); nothing is merged.
+        const refused = new Set(mine.filter((d) => d.outcome === 'refused').map((d) => d.key));
         const registered: string[] = [];
         for (const d of mine) {
-          if (d.kind !== 'step' || d.attempt !== 1 || !(logic.steps[d.key.split(':')[1]!]?.compensate)) continue;
+          if (d.kind !== 'step' || d.attempt !== 1 || refused.has(d.key) || !logic.steps[d.key.split(':')[1]!]?.compensate) continue;
           if (!registered.includes(d.key)) registered.push(d.key);
         }
         const undone = await db.pool.query<{ key: string }>(

@@ -124,13 +124,14 @@ interface Run {
  * - each key, as sent, is applied at most once, and succeeds on one visit only: a loop visit
  *   that reuses a key gets the first visit's answer replayed, one applied effect for two visits;
  * - compensations ran in the exact reverse of the registrations the path made (first attempts of
- *   compensable steps, one per visit), uncompacted;
+ *   compensable steps, one per visit, less those the service refused outright), uncompacted;
  * - every instance ended, or waits for a stated reason (a decision, an open child, a due timer).
  */
 export async function storeViolations(db: Db, ledger: IdempotencyLedger<Reply>, compensable: Set<string>): Promise<string[]> {
   const out: string[] = [];
   for (const [key, n] of ledger.applications) if (n > 1) out.push(`key ${key} applied ${n} times`);
   const sent = new Set(ledger.deliveries.map((d) => d.key));
+  const refused = new Set(ledger.deliveries.filter((d) => d.outcome === 'refused').map((d) => d.key));
   const runs = (await db.pool.query<Run>('SELECT workflow_id, seq, step, kind, attempt, generation, state, idempotency_key FROM step_runs ORDER BY workflow_id, seq')).rows;
   const byWf = new Map<string, Run[]>();
   for (const r of runs) byWf.set(r.workflow_id, [...(byWf.get(r.workflow_id) ?? []), r]);
@@ -145,7 +146,10 @@ export async function storeViolations(db: Db, ledger: IdempotencyLedger<Reply>, 
       }
     }
     for (const [key, n] of successesPerKey) if (n > 1) out.push(`key ${key} sent on ${n} visits that each succeeded (applied ${ledger.applications.get(key) ?? 0}×)`);
-    const registered = list.filter((r) => r.kind === 'step' && r.attempt === 1 && compensable.has(`${states.get(id)?.logic_id}:${r.step}`));
+    // a permanent refusal withdraws the registration: the call took no effect
+    const registered = list.filter(
+      (r) => r.kind === 'step' && r.attempt === 1 && !refused.has(r.idempotency_key ?? '') && compensable.has(`${states.get(id)?.logic_id}:${r.step}`),
+    );
     const undone = list.filter((r) => r.kind === 'compensation' && r.state === 'succeeded').map((r) => `${r.step}@${r.generation}`);
     const expected = registered.map((r) => `${r.step}@${r.generation}`).reverse();
     const wf = states.get(id)!;
