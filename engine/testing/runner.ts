@@ -21,6 +21,8 @@ import { ResumeTokens } from '../runtime/resume-tokens.ts';
 import type { Fake, FakeCall } from './fakes.ts';
 import { apply, decisionOf, replay, type Trace, type TraceEntry, type TraceEvent } from './trace.ts';
 
+/** What a descendant's error says when its parent's cancel or fail_fast ends it (as runtime/cancel-tree.ts). */
+const CHILD_CANCEL_REASON = 'the parent workflow stopped waiting for it';
 /** Signs the resume-token header executeAttempt sends; fakes never check it. */
 const RUNNER_TOKENS = new ResumeTokens('sentin8-flow-test-runner');
 /** 2025-01-01T00:00:00Z: a fixed start, so that runs (and `until` delays) are reproducible. */
@@ -93,7 +95,7 @@ export interface FlowHandle {
   readonly children: readonly FlowHandle[];
   /** The seq of the last attempt a fake answered 202 waiting: the one `complete()` completes by default. */
   readonly parkedSeq: number | null;
-  /** True when the parent's fail_fast (or cancel) cancelled it; its trace ends before that. */
+  /** True when the parent's fail_fast (or cancel) cancelled it: its trace holds that `cancel` verb. */
   readonly cancelledByParent: boolean;
   /** Events written to the outbox (emit steps), in commit order. */
   readonly outbox: readonly OutboxCommand[];
@@ -393,7 +395,7 @@ class Simulation {
     if (t !== null) {
       flow.instance = t.instance;
       for (const a of t.attempts) if (a.op === 'finish' && a.state === 'parked') flow.parkedSeq = a.seq;
-      for (const c of t.commands) this.#perform(flow, c);
+      for (const c of t.commands) await this.#perform(flow, c);
       const ended = !TERMINAL_STATES.has(before.state) && TERMINAL_STATES.has(t.instance.state);
       if (ended && flow.parent !== null && t.instance.parentSeq !== null) this.#signal(flow.parent, t.instance.parentSeq);
     }
@@ -401,7 +403,7 @@ class Simulation {
     return t;
   }
 
-  #perform(flow: Flow, c: Command): void {
+  async #perform(flow: Flow, c: Command): Promise<void> {
     switch (c.type) {
       case 'timer':
         this.#arm(flow, c, this.now);
@@ -418,20 +420,28 @@ class Simulation {
         }
         return;
       }
-      case 'cancelChildren':
-        // as the store does: open children end cancelled, their timers go; no core event, no wake-up
+      case 'cancelChildren': {
+        // as the engine does (runtime/cancel-tree.ts): each open child takes the core's own cancel
+        // — its attempt closed, with `compensate` its compensations run first — and that cancel's
+        // own cancelChildren reaches the grandchildren. A cancel the table refuses changes nothing.
+        const args = { reason: CHILD_CANCEL_REASON, compensate: (c as { compensate?: boolean }).compensate === true };
         for (const child of flow.children) {
           if (TERMINAL_STATES.has(child.instance.state)) continue;
-          child.instance = {
-            ...structuredClone(child.instance),
-            state: 'cancelled',
-            error: { code: 'CANCELLED', message: 'the parent workflow stopped waiting for it' },
-          };
+          let t: Transition | null;
+          try {
+            t = await this.#commit(child, { type: 'verb', verb: 'cancel', args });
+          } catch (err) {
+            if (err instanceof FlowError && err.code === 'FLOW_VERB_NOT_ALLOWED') continue;
+            throw err;
+          }
           child.cancelledByParent = true;
+          // what it waited for (timers, a pending fan-in) no longer concerns it
           this.#items = this.#items.filter((i) => i.flow !== child);
           this.#signals = this.#signals.filter((s) => s.flow !== child);
+          this.#schedule(child, t);
         }
         return;
+      }
     }
   }
 
