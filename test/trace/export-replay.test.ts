@@ -174,6 +174,28 @@ describeEachDriver('traces exported from the store', (getDb, driver) => {
     }
   });
 
+  it('a parent and each of its children export traces of their own that replay, fan-in included', async () => {
+    const child = logicOf(uniqueLogic({ start: 'x', steps: {} }).logicId, 1);
+    await engine.publish(child, 'test-env');
+    const parent = uniqueLogic({
+      start: 'fan',
+      steps: { fan: { kind: 'children', logicId: child.logicId, items: 'input.ns', itemInput: '{ "n": item }', failurePolicy: 'all_settled' } },
+    });
+    await engine.publish(parent, 'test-env');
+    reserveFailures = 0;
+    declineCharge = false;
+    const { id } = await engine.start({ logicId: parent.logicId, input: { ns: [1, 2] }, env: 'test-env' });
+    await settle(engine);
+    const kids = await getDb().pool.query<{ id: string }>('SELECT id FROM workflows WHERE parent_id = $1 ORDER BY branch_index', [id]);
+    for (const k of kids.rows) await engine.resume(k.id, { step: 'approve', option: 'go', approver: APPROVER }, { env: 'test-env' });
+    await settle(engine);
+    expect((await engine.get(id, 'test-env')).state).toBe('completed');
+    const trace = await exportTrace(engine, 'test-env', id);
+    expect(trace.entries.filter((e) => e.event.type === 'children').at(-1)?.decision?.cause).toBe('resumed');
+    expect((await replay(parent, trace)).output).toEqual((await engine.get(id, 'test-env')).output);
+    for (const k of kids.rows) expect((await replay(child, await exportTrace(engine, 'test-env', k.id))).state).toBe('completed');
+  });
+
   it('an unknown instance is FLOW_NOT_FOUND', async () => {
     await expect(exportTrace(getDb(), 'test-env', '00000000-0000-4000-8000-000000000000')).rejects.toMatchObject({ code: 'FLOW_NOT_FOUND' });
   });
