@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { cpus, totalmem } from 'node:os';
@@ -250,7 +251,7 @@ function reliability(
   return `# Reliability
 
 Figures from one run of the chaos soak (\`npm run soak\`, test/durability/chaos-soak.test.ts) on
-${new Date().toISOString().slice(0, 10)}: Postgres ${version}, ${cpus().length} cores and
+${new Date().toISOString().slice(0, 10)}, engine at commit ${commit()}: Postgres ${version}, ${cpus().length} cores and
 ${Math.round(totalmem() / 2 ** 30)} GiB shared with other work running at the same time, so the
 counts per minute are noisy; the violations are not.
 
@@ -277,4 +278,15 @@ registrations the path made; audit rows equal the verbs that succeeded.
 |---|---|---|
 ${rows}
 ${violations.length === 0 ? '' : `\nViolations:\n\n${violations.map((v) => `- ${v}`).join('\n')}\n`}`;
+}
+
+/** The commit the soak ran on, marked when the work tree had changes. */
+function commit(): string {
+  try {
+    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim() !== '';
+    return dirty ? `${head} (with uncommitted changes)` : head;
+  } catch {
+    return '(unknown: not a git checkout)';
+  }
 }
