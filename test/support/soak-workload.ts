@@ -137,6 +137,11 @@ export async function storeViolations(db: Db, ledger: IdempotencyLedger<Reply>, 
   for (const r of runs) byWf.set(r.workflow_id, [...(byWf.get(r.workflow_id) ?? []), r]);
   const wfs = (await db.pool.query<{ id: string; state: string; logic_id: string; current_step: string | null }>('SELECT id, state, logic_id, current_step FROM workflows')).rows;
   const states = new Map(wfs.map((w) => [w.id, w]));
+  const cancels = new Map<string, boolean[]>();
+  const audit = await db.pool.query<{ id: string; compensate: boolean | null }>(
+    `SELECT workflow_id AS id, (args->>'compensate')::boolean AS compensate FROM audit WHERE verb = 'cancel' ORDER BY id`,
+  );
+  for (const r of audit.rows) cancels.set(r.id, [...(cancels.get(r.id) ?? []), r.compensate === true]);
   for (const [id, list] of byWf) {
     // visits: a step's attempt 1 opens a visit; successes per key must equal one per visit
     const successesPerKey = new Map<string, number>();
@@ -153,7 +158,10 @@ export async function storeViolations(db: Db, ledger: IdempotencyLedger<Reply>, 
     const undone = list.filter((r) => r.kind === 'compensation' && r.state === 'succeeded').map((r) => `${r.step}@${r.generation}`);
     const expected = registered.map((r) => `${r.step}@${r.generation}`).reverse();
     const wf = states.get(id)!;
-    const complete = wf.state === 'compensated' || (wf.state === 'cancelled' && undone.length > 0);
+    // the unwinding must finish when it ended compensated, or cancelled by one cancel that asked
+    // to compensate; a later cancel (or one without compensate) stops it where it is
+    const verbs = cancels.get(id) ?? [];
+    const complete = wf.state === 'compensated' || (wf.state === 'cancelled' && verbs.length === 1 && verbs[0] === true);
     const ok = complete ? undone.join() === expected.join() : undone.join() === expected.slice(0, undone.length).join();
     if (undone.length > 0 && !ok) out.push(`${id} (${wf.state}) undid ${undone.join(',')}; the path registered ${expected.join(',')} (last first)`);
   }
