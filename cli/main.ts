@@ -25,6 +25,10 @@ const COMMANDS: Record<string, { usage: string; load: () => Promise<Command> }> 
     usage: 's8flow token --sub SUBJECT --env ENV [--env ENV]… --scope "flow:read flow:start" [--ttl 1h]   (development only)',
     load: async () => (await import('./commands/token.ts')).tokenCommand,
   },
+  trace: {
+    usage: 's8flow trace <id> [--env E] [--out file]   (reads DATABASE_URL)',
+    load: async () => (await import('./commands/trace.ts')).traceCommand,
+  },
   publish: {
     usage: 's8flow publish --to <dir | http(s)://engine> [--token T] [--env E] [--from dist/flow]',
     load: async () => (await import('./commands/publish.ts')).publishCommand,

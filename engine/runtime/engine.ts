@@ -1,6 +1,5 @@
 import {
   CreateWorkflowRequest,
-  type LogicVersion,
   type StepOutcome,
   TERMINAL_STATES,
   type WorkflowRecord,
@@ -25,8 +24,7 @@ import { OutboxRelay, type RelayTuning } from './outbox-relay.ts';
 import { startPinned } from './start-instance.ts';
 import { checkStorable, DEFAULT_MAX_INPUT_BYTES } from './storable.ts';
 import { envOfWorkflow } from '../store/audit.ts';
-import type { Instance } from '../core/instance.ts';
-import { onCallback, onResume, type ResumeArgs } from '../core/wake.ts';
+import type { ResumeArgs } from '../core/wake.ts';
 import { EngineMetrics } from './metrics.ts';
 import type { TransitionObserver } from './observer.ts';
 import { type WorkerOptions, WorkerPool } from './worker-pool.ts';
@@ -137,15 +135,14 @@ export class Engine {
   async resume(id: string, args: ResumeArgs, opts: { env?: string; reason?: string } = {}): Promise<WorkflowRecord> {
     const env = opts.env ?? this.env;
     checkStorable('the decision payload', args.payload ?? null, this.#maxInputBytes);
-    const decide = (logic: LogicVersion, inst: Instance) => {
-      authorize(args.approver, 'flow:decide', inst);
-      return onResume(logic, inst, args);
-    };
-    await mutateWorkflow(this.db, this.logics, env, id, decide, {
-      verb: 'resume',
-      actor: args.approver.subject,
-      reason: opts.reason ?? null,
-      args: { step: args.step, option: args.option, payload: args.payload ?? null, scopes: args.approver.scopes },
+    await mutateWorkflow(this.db, this.logics, env, id, { type: 'resume', args }, {
+      allow: (inst) => authorize(args.approver, 'flow:decide', inst),
+      audit: {
+        verb: 'resume',
+        actor: args.approver.subject,
+        reason: opts.reason ?? null,
+        args: { step: args.step, option: args.option, payload: args.payload ?? null, scopes: args.approver.scopes },
+      },
     });
     this.workers.wake();
     return this.get(id, env);
@@ -164,7 +161,7 @@ export class Engine {
       body.error !== undefined
         ? { status: 'failed', retryable: body.retryable ?? false, error: body.error }
         : { status: 'succeeded', output: body.output ?? null };
-    await mutateWorkflow(this.db, this.logics, env, workflowId, (logic, inst) => onCallback(logic, inst, seq, outcome));
+    await mutateWorkflow(this.db, this.logics, env, workflowId, { type: 'callback', seq, outcome });
     this.workers.wake();
     return this.get(workflowId, env);
   }

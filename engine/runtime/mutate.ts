@@ -1,5 +1,5 @@
-import type { LogicVersion } from '../../contracts/index.ts';
 import type { Instance } from '../core/instance.ts';
+import { apply, type TraceEvent } from '../core/journal.ts';
 import type { Transition } from '../core/transition.ts';
 import { insertAudit } from '../store/audit.ts';
 import { commitTransition } from '../store/commit-transition.ts';
@@ -18,26 +18,37 @@ export interface AuditOf {
   args: unknown;
 }
 
+export interface MutateOptions {
+  /** The audit row written with the change (a verb, a resume). */
+  audit?: AuditOf;
+  /** Refuses (throws) when the caller may not act on this instance; read first, so a wrong env is a 404. */
+  allow?: (inst: Instance) => void;
+}
+
 /**
- * Applies one decision of the core to an instance outside the worker loop (a verb, a resume, a
- * completion): read under a row lock, decide, commit guarded by row_version, audit — in one
- * transaction. A worker that is mid-step on the same instance is fenced out by the row_version
- * bump; a decision that throws leaves everything as it was.
+ * Applies one event to an instance outside the worker loop (a verb, a resume, a completion)
+ * through the core: read under a row lock, check the caller, decide, commit guarded by
+ * row_version with its journal row, audit — in one transaction. A worker that is mid-step on the
+ * same instance is fenced out by the row_version bump; a refusal or a decision that throws leaves
+ * everything as it was.
  */
 export async function mutateWorkflow(
   db: Db,
   logics: LogicCache,
   env: string,
   id: string,
-  decide: (logic: LogicVersion, inst: Instance) => Promise<Transition>,
-  audit?: AuditOf,
+  event: TraceEvent,
+  { audit, allow }: MutateOptions = {},
 ): Promise<Transition> {
   return inEnv(db, env, async (c) => {
     const stored = await loadWorkflow(c, id, { forUpdate: true });
     if (stored === null) throw new NotFound(`workflow ${id}`);
     const logic = await logics.get(env, stored.instance.logicHash, c);
-    const t = await decide(logic, stored.instance);
-    if (!(await commitTransition(c, stored, t, { keepLease: null, cancelChildren: cancelTree(logics) }))) throw new ConcurrentUpdate(id);
+    allow?.(stored.instance);
+    const t = await apply(logic, stored.instance, event);
+    // every event from outside the worker loop decides something or is refused (it throws)
+    if (t === null) throw new Error(`workflow ${id}: ${event.type} decided nothing`);
+    if (!(await commitTransition(c, stored, t, { keepLease: null, cancelChildren: cancelTree(logics), event }))) throw new ConcurrentUpdate(id);
     // only a repair at the start step changes the input (the draft is a clone: compare by value)
     if (JSON.stringify(t.instance.input) !== JSON.stringify(stored.instance.input)) await replaceInput(c, id, t.instance.input);
     if (audit !== undefined) {

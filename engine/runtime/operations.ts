@@ -2,8 +2,8 @@ import { type FlowScope, grants } from '../../contracts/scopes.ts';
 import type { LogicVersion, WorkflowRecord } from '../../contracts/index.ts';
 import type { Instance } from '../core/instance.ts';
 import { type Preview, previewRewind, simulate } from '../core/preview.ts';
-import type { Transition } from '../core/transition.ts';
-import { type CancelArgs, cancel, type ForceCompleteArgs, forceComplete, type RewindArgs, retry, rewind } from '../core/verbs.ts';
+import type { VerbEvent } from '../core/journal.ts';
+import { type CancelArgs, cancel, type ForceCompleteArgs, forceComplete, type RewindArgs, retry, } from '../core/verbs.ts';
 import { ScopeMissing } from '../errors.ts';
 import { type AuditRow, listAudit } from '../store/audit.ts';
 import type { Db } from '../store/db.ts';
@@ -60,23 +60,23 @@ export class Operations {
   ) {}
 
   retry(id: string, o: VerbOptions) {
-    return this.#verb(id, 'retry', {}, o, (logic, inst) => retry(logic, inst));
+    return this.#verb(id, {}, o, { type: 'verb', verb: 'retry' });
   }
 
   repair(id: string, args: { rewindTo: string; input?: unknown }, o: VerbOptions) {
-    return this.#verb(id, 'repair', args, o, (logic, inst) => rewind(logic, inst, 'verb.repair', rewindArgs(args)));
+    return this.#verb(id, args, o, { type: 'verb', verb: 'repair', args: rewindArgs(args) });
   }
 
   replayFrom(id: string, args: { step: string }, o: VerbOptions) {
-    return this.#verb(id, 'replay_from', args, o, (logic, inst) => rewind(logic, inst, 'verb.replay_from', { step: args.step }));
+    return this.#verb(id, args, o, { type: 'verb', verb: 'replay_from', args: { step: args.step } });
   }
 
   cancel(id: string, args: CancelArgs, o: VerbOptions) {
-    return this.#verb(id, 'cancel', args, o, (logic, inst) => cancel(logic, inst, args));
+    return this.#verb(id, args, o, { type: 'verb', verb: 'cancel', args });
   }
 
   forceComplete(id: string, args: ForceCompleteArgs, o: VerbOptions) {
-    return this.#verb(id, 'force_complete', args, o, (logic, inst) => forceComplete(logic, inst, args));
+    return this.#verb(id, args, o, { type: 'verb', verb: 'force_complete', args });
   }
 
   /** Dry run of repair: what would run again, which steps call out, which compensations register. */
@@ -121,26 +121,12 @@ export class Operations {
     return inEnv(this.db, o.env ?? this.defaultEnv, (c) => listAudit(c, id));
   }
 
-  async #verb(
-    id: string,
-    verb: Verb,
-    args: unknown,
-    o: VerbOptions,
-    decide: (logic: LogicVersion, inst: Instance) => Promise<Transition>,
-  ): Promise<WorkflowRecord> {
+  /** `args` as the caller gave them go to the audit row; the event carries them as the core takes them. */
+  async #verb(id: string, args: unknown, o: VerbOptions, event: VerbEvent): Promise<WorkflowRecord> {
+    const { verb } = event;
     const env = o.env ?? this.defaultEnv;
     const audit = { verb, actor: o.actor.subject, reason: o.reason ?? null, args };
-    await mutateWorkflow(
-      this.db,
-      this.logics,
-      env,
-      id,
-      (logic, inst) => {
-        authorize(o.actor, VERB_SCOPES[verb], inst);
-        return decide(logic, inst);
-      },
-      audit,
-    );
+    await mutateWorkflow(this.db, this.logics, env, id, event, { audit, allow: (inst) => authorize(o.actor, VERB_SCOPES[verb], inst) });
     return this.afterChange(id, env);
   }
 

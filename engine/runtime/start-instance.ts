@@ -32,9 +32,10 @@ export async function startPinned(c: Client, logics: LogicCache, logic: LogicVer
   const problems = schemaProblems(logic.input, spec.input);
   if (problems.length > 0) throw new InputInvalid(`${logic.logicId}@${logic.version}`, problems);
   logics.remember(logic);
-  const t = await begin(logic, newInstance(logic, spec));
+  const initial = newInstance(logic, spec);
+  const t = await begin(logic, initial);
   const hash = spec.idempotencyKey === null ? null : startRequestHash(logic.logicId, spec);
-  const started = await insertWorkflow(c, t, { idempotencyKey: spec.idempotencyKey, requestHash: hash, callbackUrl: spec.callbackUrl });
+  const started = await insertWorkflow(c, t, { idempotencyKey: spec.idempotencyKey, requestHash: hash, callbackUrl: spec.callbackUrl, initial });
   // an instance started before hashes were kept (null) answers any request, as it always did
   if (!started.created && started.requestHash !== null && started.requestHash !== hash) {
     throw new IdempotencyMismatch(spec.idempotencyKey!, started.id);

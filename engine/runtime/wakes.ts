@@ -1,5 +1,6 @@
 import type { LogicVersion } from '../../contracts/index.ts';
-import { type ChildrenState, onChildren, onTimer } from '../core/wake.ts';
+import { apply, type TraceEvent } from '../core/journal.ts';
+import type { ChildrenState } from '../core/wake.ts';
 import type { Transition } from '../core/transition.ts';
 import { childrenResults, childrenSummary } from '../store/children.ts';
 import type { Db } from '../store/db.ts';
@@ -9,16 +10,18 @@ import { asScheduler } from '../store/tx.ts';
 /**
  * The wake-up transition of a claimed, woken instance: the first of its wakes that still means
  * something (a delay ran out, a deadline passed, its children have all ended). Null when none
- * does — stale timers, children still running — and the instance waits on.
+ * does — stale timers, children still running — and the instance waits on. The event comes with
+ * it, for the journal.
  */
-export async function applyWakes(db: Db, logic: LogicVersion, stored: Stored, goOn: boolean): Promise<Transition | null> {
+export async function applyWakes(db: Db, logic: LogicVersion, stored: Stored, goOn: boolean): Promise<{ t: Transition; event: TraceEvent } | null> {
   const { instance } = stored;
   for (const wake of stored.wakes) {
-    const t =
+    const event: TraceEvent =
       wake.purpose === 'children'
-        ? await onChildren(logic, instance, wake.seq, await childrenState(db, instance.id, wake.seq), goOn)
-        : await onTimer(logic, instance, wake, goOn);
-    if (t !== null) return t;
+        ? { type: 'children', seq: wake.seq, state: await childrenState(db, instance.id, wake.seq) }
+        : { type: 'timer', purpose: wake.purpose, seq: wake.seq };
+    const t = await apply(logic, instance, event, goOn);
+    if (t !== null) return { t, event };
   }
   return null;
 }

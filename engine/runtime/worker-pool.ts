@@ -1,7 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type LogicVersion, TERMINAL_STATES } from '../../contracts/index.ts';
-import { beginClaimed, isUnstarted, onOutcome, onProgress } from '../core/flow.ts';
+import { beginClaimed, isUnstarted } from '../core/flow.ts';
+import { apply, type TraceEvent } from '../core/journal.ts';
 import type { Instance } from '../core/instance.ts';
 import type { Executors } from '../executors/index.ts';
 import { claimWorkflows, releaseWakes } from '../store/claim-workflows.ts';
@@ -215,20 +216,21 @@ export class WorkerPool {
       if (instance.state === 'waiting') this.observer.onWake?.(logic, stored);
       // the core gives the final state: `processing` where this worker goes on with the next attempt
       const goOn = !this.#stopping;
-      const t = isUnstarted(instance)
-        ? await beginClaimed(logic, instance, goOn)
+      const decided = isUnstarted(instance)
+        ? { t: await beginClaimed(logic, instance, goOn), event: { type: 'begin', claimed: true } as const }
         : instance.state === 'waiting'
           ? await applyWakes(this.db, logic, stored, goOn)
           : await this.#step(logic, instance, lease.signal, goOn);
       // fenced out while it worked (the observer has been told): what it found is nobody's to commit
       if (lease.lost) return;
-      if (t === null) {
+      if (decided === null) {
         await lease.committing(() => asScheduler(this.db, (c) => releaseWakes(c, { id: instance.id, rowVersion: stored.rowVersion })));
         this.#timers.ring(); // timers of this instance passed over while it was held are due
         return;
       }
+      const { t, event } = decided;
       const keep = goOn && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
-      const committed = await lease.committing(() => this.#commit(stored, t, token, keep ? { token, ttlMs: this.leaseMs } : null));
+      const committed = await lease.committing(() => this.#commit(stored, t, event, token, keep ? { token, ttlMs: this.leaseMs } : null));
       this.observer.onTransition?.(stored.instance, t, committed);
       // let the timer loop look again when what it waits for may have changed: a new timer may
       // fall due before its next poll, a child that ended left its parent a signal due now, and
@@ -244,11 +246,13 @@ export class WorkerPool {
   }
 
   /** Executes the prepared attempt and lets the core decide what its result means. */
-  async #step(logic: LogicVersion, instance: Instance, signal: AbortSignal, goOn: boolean): Promise<Transition> {
+  async #step(logic: LogicVersion, instance: Instance, signal: AbortSignal, goOn: boolean): Promise<{ t: Transition; event: TraceEvent }> {
     const began = performance.now();
     const result = await executeAttempt(logic, instance, this.executors, this.tokens, signal);
     this.observer.onAttempt?.(logic, instance, result, (performance.now() - began) / 1000);
-    return result.status === 'progress' ? onProgress(logic, instance, result.record, goOn) : onOutcome(logic, instance, result, goOn);
+    const event: TraceEvent = result.status === 'progress' ? { type: 'progress', record: result.record } : { type: 'outcome', outcome: result };
+    // an attempt's result always decides something
+    return { t: (await apply(logic, instance, event, goOn))!, event };
   }
 
   /**
@@ -258,12 +262,12 @@ export class WorkerPool {
    * (its receipt: lease token and row version) or someone else's (fenced). The lease keeper goes
    * on beating meanwhile, so a slow recovery does not cost the lease.
    */
-  async #commit(from: Stored, t: Transition, token: string, keepLease: { token: string; ttlMs: number } | null): Promise<boolean> {
+  async #commit(from: Stored, t: Transition, event: TraceEvent, token: string, keepLease: { token: string; ttlMs: number } | null): Promise<boolean> {
     const id = from.instance.id;
     for (let attempt = 1; ; attempt++) {
       try {
         // one statement, one round trip: commit_transition() scopes itself to the instance's env
-        if (await commitTransition(this.db, from, t, { keepLease, cancelChildren: this.#cancelTree, by: token })) return true;
+        if (await commitTransition(this.db, from, t, { keepLease, cancelChildren: this.#cancelTree, by: token, event })) return true;
         return attempt > 1 && (await asScheduler(this.db, (c) => commitLanded(c, { id, token, rowVersion: from.rowVersion })));
       } catch (err) {
         if ((err as { code?: string }).code === 'FLOW_TRANSITION_REFUSED' || attempt >= 20) throw err;

@@ -1,9 +1,11 @@
 import { isAllowedTransition, TERMINAL_STATES } from '../../contracts/index.ts';
 import { signalParent, spawnChildren } from './children.ts';
 import type { Instance } from '../core/instance.ts';
+import type { TraceEvent } from '../core/journal.ts';
 import type { Transition } from '../core/transition.ts';
 import type { Db } from './db.ts';
 import { TransitionRefused } from './errors.ts';
+import { journalParam } from './journal.ts';
 import type { Stored } from './rows.ts';
 import { type Client, inEnv } from './tx.ts';
 
@@ -17,6 +19,12 @@ export type CancelChildren = (c: Client, parent: Instance, compensate: boolean) 
 export interface CommitOptions {
   /** Keep (and extend) the lease: this worker goes straight on with the next prepared attempt. */
   keepLease: { token: string; ttlMs: number } | null;
+  /**
+   * The input the core decided `t` from: journalled with it (migration 0008), so the instance can
+   * be exported as a trace and replayed. Every engine path passes it; only tests that write a
+   * hand-made transition leave it out, and such a transition is not journalled.
+   */
+  event?: TraceEvent;
   /** Needed by a transition that cancels its children (a cancel verb, a fail_fast fan-in). */
   cancelChildren?: CancelChildren;
   /** The committing worker's lease token, kept as the commit's receipt (see commitLanded). */
@@ -24,7 +32,8 @@ export interface CommitOptions {
 }
 
 /**
- * Writes a transition with `commit_transition()` (migration 0002): the workflow row guarded by
+ * Writes a transition with `commit_transition()` (migration 0002, through `commit_journaled()` of
+ * 0008, which adds its journal row): the workflow row guarded by
  * row_version and state — the fence that shuts out a worker whose lease was taken, and a verb
  * that lost a race — with the step_runs, outbox and timer rows joined to it. Returns false when
  * the guard matched no row: the caller lost and must re-read; nothing was written.
@@ -53,13 +62,14 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
     leaseMs: opts.keepLease?.ttlMs ?? 0,
     by: opts.by ?? null,
     notify: (to.state === 'pending' || to.state === 'compensating') && opts.keepLease === null,
+    ...(opts.event === undefined ? {} : { journal: journalParam(from.rowVersion + 1, from.instance, opts.event, t) }),
   };
   const fanning = t.commands.some((c) => c.type === 'spawn' || c.type === 'cancelChildren');
   const childEnded = to.parentId !== null && TERMINAL_STATES.has(to.state) && !TERMINAL_STATES.has(from.instance.state);
   if ('pool' in on && (fanning || childEnded)) return inEnv(on, to.env, (c) => commitTransition(c, from, t, opts));
 
   const queryable = 'pool' in on ? on.pool : on;
-  const res = await queryable.query<{ n: number }>('SELECT commit_transition($1::jsonb) AS n', [JSON.stringify(param)]);
+  const res = await queryable.query<{ n: number }>('SELECT commit_journaled($1::jsonb) AS n', [JSON.stringify(param)]);
   if (res.rows[0]!.n !== 1) return false;
   await writeFanOut(on as Client, t, opts);
   if (childEnded) await signalParent(on as Client, to, to.parentSeq!);

@@ -1,5 +1,7 @@
+import type { Instance } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
 import { effectsParam, writeFanOut } from './commit-transition.ts';
+import { insertJournal, journalParam } from './journal.ts';
 import type { Client } from './tx.ts';
 
 export interface StartKey {
@@ -8,6 +10,8 @@ export interface StartKey {
   /** What the key stands for (a hash of the start request), kept to tell a repeat from a misuse. */
   requestHash?: string | null;
   callbackUrl?: string | null;
+  /** The instance the first transition began from, for the journal; without it the start is not journalled. */
+  initial?: Instance;
 }
 
 /**
@@ -62,6 +66,8 @@ export async function insertWorkflow(
     return { id: row.id, created: false, requestHash: row.request_hash };
   }
   await c.query('SELECT write_effects($1, $2, $3::jsonb)', [i.id, i.env, JSON.stringify(effectsParam(t))]);
+  // the first journal row: the instance was created and began (row_version 1)
+  if (key.initial !== undefined) await insertJournal(c, i.env, i.id, journalParam(1, key.initial, { type: 'begin' }, t));
   await writeFanOut(c, t, {}); // a new instance has no children to cancel
   return { id: i.id, created: true, requestHash: key.requestHash ?? null };
 }

@@ -12,10 +12,14 @@ export {
   TestRunner,
   type VirtualTimer,
 } from './runner.ts';
+export { exportTrace, TRACE_FORMAT } from '../runtime/export-trace.ts';
 export {
   apply,
   type Decision,
+  type DivergenceDetails,
   decisionOf,
+  type FinalRecord,
+  firstDifference,
   ReplayDivergence,
   type Replayed,
   replay,

@@ -10,15 +10,20 @@ import {
   type WorkflowState,
 } from '../../contracts/index.ts';
 import type { FuncRuntime } from '../../host-functions/index.ts';
-import { attemptTimeoutMs, isUnstarted } from '../core/flow.ts';
+import { isUnstarted } from '../core/flow.ts';
 import { type Command, initialCtx, type Instance, type JsonValue, type Running, type TimerPurpose } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
 import type { ChildrenState, ResumeArgs } from '../core/wake.ts';
 import { funcExecutor } from '../executors/func.ts';
-import type { EffectDef } from '../executors/index.ts';
+import type { Attempt, EffectDef, Executors } from '../executors/index.ts';
+import { executeAttempt } from '../runtime/execute-attempt.ts';
+import { CHILD_CANCEL_REASON } from '../runtime/cancel-tree.ts';
+import { ResumeTokens } from '../runtime/resume-tokens.ts';
 import type { Fake, FakeCall } from './fakes.ts';
 import { apply, decisionOf, replay, type Trace, type TraceEntry, type TraceEvent } from './trace.ts';
 
+/** Signs the resume-token header executeAttempt sends; fakes never check it. */
+const RUNNER_TOKENS = new ResumeTokens('sentin8-flow-test-runner');
 /** 2025-01-01T00:00:00Z: a fixed start, so that runs (and `until` delays) are reproducible. */
 const DEFAULT_START_MS = Date.UTC(2025, 0, 1);
 
@@ -89,7 +94,7 @@ export interface FlowHandle {
   readonly children: readonly FlowHandle[];
   /** The seq of the last attempt a fake answered 202 waiting: the one `complete()` completes by default. */
   readonly parkedSeq: number | null;
-  /** True when the parent's fail_fast (or cancel) cancelled it; its trace ends before that. */
+  /** True when the parent's fail_fast (or cancel) cancelled it: its trace holds that `cancel` verb. */
   readonly cancelledByParent: boolean;
   /** Events written to the outbox (emit steps), in commit order. */
   readonly outbox: readonly OutboxCommand[];
@@ -389,7 +394,7 @@ class Simulation {
     if (t !== null) {
       flow.instance = t.instance;
       for (const a of t.attempts) if (a.op === 'finish' && a.state === 'parked') flow.parkedSeq = a.seq;
-      for (const c of t.commands) this.#perform(flow, c);
+      for (const c of t.commands) await this.#perform(flow, c);
       const ended = !TERMINAL_STATES.has(before.state) && TERMINAL_STATES.has(t.instance.state);
       if (ended && flow.parent !== null && t.instance.parentSeq !== null) this.#signal(flow.parent, t.instance.parentSeq);
     }
@@ -397,7 +402,7 @@ class Simulation {
     return t;
   }
 
-  #perform(flow: Flow, c: Command): void {
+  async #perform(flow: Flow, c: Command): Promise<void> {
     switch (c.type) {
       case 'timer':
         this.#arm(flow, c, this.now);
@@ -414,20 +419,28 @@ class Simulation {
         }
         return;
       }
-      case 'cancelChildren':
-        // as the store does: open children end cancelled, their timers go; no core event, no wake-up
+      case 'cancelChildren': {
+        // as the engine does (runtime/cancel-tree.ts): each open child takes the core's own cancel
+        // — its attempt closed, with `compensate` its compensations run first — and that cancel's
+        // own cancelChildren reaches the grandchildren. A cancel the table refuses changes nothing.
+        const args = { reason: CHILD_CANCEL_REASON, compensate: (c as { compensate?: boolean }).compensate === true };
         for (const child of flow.children) {
           if (TERMINAL_STATES.has(child.instance.state)) continue;
-          child.instance = {
-            ...structuredClone(child.instance),
-            state: 'cancelled',
-            error: { code: 'CANCELLED', message: 'the parent workflow stopped waiting for it' },
-          };
+          let t: Transition | null;
+          try {
+            t = await this.#commit(child, { type: 'verb', verb: 'cancel', args });
+          } catch (err) {
+            if (err instanceof FlowError && err.code === 'FLOW_VERB_NOT_ALLOWED') continue;
+            throw err;
+          }
           child.cancelledByParent = true;
+          // what it waited for (timers, a pending fan-in) no longer concerns it
           this.#items = this.#items.filter((i) => i.flow !== child);
           this.#signals = this.#signals.filter((s) => s.flow !== child);
+          this.#schedule(child, t);
         }
         return;
+      }
     }
   }
 
@@ -447,40 +460,45 @@ class Simulation {
     return found;
   }
 
-  /** Runs the prepared attempt against its fake (or module) and returns the event for the core. */
-  async #execute(flow: Flow): Promise<TraceEvent> {
-    const inst = flow.instance;
-    const running = inst.ctx.running!;
-    const step = flow.logic.steps[running.step];
-    const def = (running.kind === 'step' ? step : step?.compensate) as EffectDef | undefined;
-    if (def === undefined || !['proxy', 'http', 'func'].includes(def.kind)) {
-      throw new Error(`workflow ${inst.id}: ${running.kind} ${running.step} is not an effect`);
-    }
-    if (def.kind === 'func' && this.#opts.funcRuntime !== undefined) {
-      return this.#runFunc(flow, def, running, attemptTimeoutMs(flow.logic, running), this.#opts.funcRuntime);
-    }
-    const outcome = await this.#fake(fakeKey(def, inst.domain), running.step)(this.#call(running, running.input, running.idempotencyKey));
-    return { type: 'outcome', outcome };
-  }
-
   /**
-   * One run of a func step's module, as engine/executors/func.ts does it: recorded calls answered
-   * from the record, the first unrecorded one made (here: to a fake) and returned as `progress`.
+   * Runs the prepared attempt through the engine's own `executeAttempt` (definition lookup,
+   * timeout, headers, error classification), with executors that answer from the fakes — and, for
+   * func steps given a module runtime, the engine's func executor with host calls answered by
+   * fakes on the virtual clock. What a fake throws (or a missing fake) is the test's own error: it
+   * is thrown here, not turned into a step failure as the engine does with an executor's errors.
    */
-  async #runFunc(flow: Flow, def: EffectDef<'func'>, running: Running, timeoutMs: number, runtime: FuncRuntime): Promise<TraceEvent> {
-    const inst = flow.instance;
-    // the engine's own func executor, with host calls answered by fakes and the virtual clock
-    const execute = funcExecutor(
-      runtime,
-      async ({ target, n, importName, request, idempotencyKey }) =>
-        this.#fake(hostFakeKey(target, inst.domain), running.step)({
-          ...this.#call(running, request as JsonValue, idempotencyKey),
-          hostCall: { n, importName },
-        }),
-      () => this.now,
-    );
-    const result = await execute(def, { logic: flow.logic, instance: inst, running, input: running.input, headers: {}, timeoutMs });
-    return result.status === 'progress' ? { type: 'progress', record: result.record } : { type: 'outcome', outcome: result as StepOutcome };
+  async #execute(flow: Flow): Promise<TraceEvent> {
+    let thrown: { error: unknown } | null = null;
+    const ask = async (key: string, running: Running, call: FakeCall): Promise<StepOutcome> => {
+      try {
+        return await this.#fake(key, running.step)(call);
+      } catch (error) {
+        thrown = { error };
+        throw error;
+      }
+    };
+    const byFake = async (def: EffectDef, a: Attempt): Promise<StepOutcome> =>
+      ask(fakeKey(def, a.instance.domain), a.running, this.#call(a.running, a.input, a.running.idempotencyKey));
+    const runtime = this.#opts.funcRuntime;
+    const executors: Executors = {
+      proxy: byFake,
+      http: byFake,
+      func:
+        runtime === undefined
+          ? byFake
+          : funcExecutor(
+              runtime,
+              ({ target, n, importName, request, idempotencyKey, attempt }) =>
+                ask(hostFakeKey(target, attempt.instance.domain), attempt.running, {
+                  ...this.#call(attempt.running, request as JsonValue, idempotencyKey),
+                  hostCall: { n, importName },
+                }),
+              () => this.now,
+            ),
+    };
+    const result = await executeAttempt(flow.logic, flow.instance, executors, RUNNER_TOKENS);
+    if (thrown !== null) throw (thrown as { error: unknown }).error;
+    return result.status === 'progress' ? { type: 'progress', record: result.record } : { type: 'outcome', outcome: result };
   }
 
   #call(running: Running, input: JsonValue, idempotencyKey: string): FakeCall {

@@ -1,0 +1,139 @@
+import type { FlowErrorBody, LogicVersion, StepOutcome, WorkflowState } from '../../contracts/index.ts';
+import { begin, beginClaimed, onOutcome, onProgress } from './flow.ts';
+import type { FuncRecord, Instance, JsonValue, TimerPurpose } from './instance.ts';
+import type { Transition } from './transition.ts';
+import { type CancelArgs, cancel, type ForceCompleteArgs, forceComplete, type RewindArgs, retry, rewind } from './verbs.ts';
+import { type ChildrenState, onCallback, onChildren, onResume, onTimer, type ResumeArgs } from './wake.ts';
+
+/**
+ * One input to the core. Each carries everything the core needs, so a replay calls nothing. The
+ * engine journals every committed one with its decision (store/journal.ts), and the in-process
+ * runner records them the same way, so both produce the same kind of trace:
+ * - `begin`: the first transition (`claimed`: a spawned child, begun by the worker that claimed it);
+ * - `outcome`: the result of the prepared attempt (a fake's answer, or a func step's end);
+ * - `progress`: a func step's host call was answered; `record` is the grown record;
+ * - `timer`: a delay, deadline or callback-timeout timer fired for the parked attempt `seq`;
+ * - `resume`: an approver answered a decision;
+ * - `callback`: the owning service completed the step it had answered with 202 (`seq` is the token's);
+ * - `children`: fan-in, with the children's state as the parent saw it;
+ * - `verb`: an operator verb, with its arguments.
+ */
+export type TraceEvent =
+  | { type: 'begin'; claimed?: boolean }
+  | { type: 'outcome'; outcome: StepOutcome }
+  | { type: 'progress'; record: FuncRecord }
+  | { type: 'timer'; purpose: TimerPurpose; seq: number }
+  | { type: 'resume'; args: ResumeArgs }
+  | { type: 'callback'; seq: number; outcome: StepOutcome }
+  | { type: 'children'; seq: number; state: ChildrenState }
+  | VerbEvent;
+
+export type VerbEvent =
+  | { type: 'verb'; verb: 'retry' }
+  | { type: 'verb'; verb: 'repair' | 'replay_from'; args: RewindArgs }
+  | { type: 'verb'; verb: 'cancel'; args: CancelArgs }
+  | { type: 'verb'; verb: 'force_complete'; args: ForceCompleteArgs };
+
+export interface TraceEntry {
+  event: TraceEvent;
+  /** What the core decided; null when it had nothing to do (a stale timer, children still open). */
+  decision: Decision | null;
+  /** The clock when the event was applied (ms since the epoch). Informational: replay ignores it. */
+  atMs: number;
+  /**
+   * The state the instance had in the store when the event was applied (a claimed instance is
+   * `processing` there). Set in traces exported from the store; replay applies the event to it.
+   */
+  from?: WorkflowState;
+}
+
+/** The parts of a transition that are decisions: what a replay must reproduce exactly. */
+export interface Decision {
+  /** `pending` and `processing` are one state here: which of them is the hand-over rule's, not a decision. */
+  state: string;
+  cause: string;
+  currentStep: string | null;
+  attempts: Transition['attempts'];
+  commands: Transition['commands'];
+  runAfterMs: number | null;
+  output: unknown;
+  error: unknown;
+}
+
+/** How an exported instance ended in the store: replay checks that it ends the same way. */
+export interface FinalRecord {
+  state: WorkflowState;
+  currentStep: string | null;
+  generation: number;
+  output: JsonValue;
+  error: FlowErrorBody | null;
+}
+
+/** Every committed input of one instance, in order. A child's trace is its own; its parent's holds the `children` events. */
+export interface Trace {
+  /** `sentin8-flow.trace/1` on exported traces. */
+  format?: string;
+  logicHash: string;
+  /** The instance as created (or spawned), before the first transition. */
+  initial: Instance;
+  entries: TraceEntry[];
+  /** Set on traces exported from the store. */
+  final?: FinalRecord;
+}
+
+export function decisionOf(t: Transition): Decision {
+  const i = t.instance;
+  return {
+    state: i.state === 'processing' ? 'pending' : i.state,
+    cause: t.cause,
+    currentStep: i.currentStep,
+    attempts: t.attempts,
+    commands: t.commands,
+    runAfterMs: t.runAfterMs,
+    output: i.output,
+    error: i.error,
+  };
+}
+
+/**
+ * Applies one event to the core — the same functions the workers, the timer poller, the verbs and
+ * the API use. Null: the core had nothing to do. Throws the core's refusal (`Refused`) for an input
+ * that does not fit the instance; nothing changed then. `goOn`: a worker that holds the lease and
+ * goes on with the next attempt itself (the hand-over rule of Draft.done(); a replay leaves it out,
+ * since decisions do not tell `pending` from `processing`).
+ */
+export async function apply(logic: LogicVersion, inst: Instance, event: TraceEvent, goOn = false): Promise<Transition | null> {
+  switch (event.type) {
+    case 'begin':
+      return event.claimed === true ? beginClaimed(logic, inst, goOn) : begin(logic, inst);
+    case 'outcome':
+      return onOutcome(logic, inst, event.outcome, goOn);
+    case 'progress':
+      return onProgress(logic, inst, event.record, goOn);
+    case 'timer':
+      return onTimer(logic, inst, { purpose: event.purpose, seq: event.seq }, goOn);
+    case 'resume':
+      return onResume(logic, inst, event.args);
+    case 'callback':
+      return onCallback(logic, inst, event.seq, event.outcome);
+    case 'children':
+      return onChildren(logic, inst, event.seq, event.state, goOn);
+    case 'verb':
+      return applyVerb(logic, inst, event);
+  }
+}
+
+function applyVerb(logic: LogicVersion, inst: Instance, event: VerbEvent): Promise<Transition> {
+  switch (event.verb) {
+    case 'retry':
+      return retry(logic, inst);
+    case 'repair':
+      return rewind(logic, inst, 'verb.repair', event.args);
+    case 'replay_from':
+      return rewind(logic, inst, 'verb.replay_from', event.args);
+    case 'cancel':
+      return cancel(logic, inst, event.args);
+    case 'force_complete':
+      return forceComplete(logic, inst, event.args);
+  }
+}
