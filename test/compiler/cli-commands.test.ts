@@ -46,9 +46,13 @@ describe('s8flow compile and publish commands', () => {
     expect(io.out()).toMatch(/= payments\.capture@1 \(already published, same hash\)/);
   });
 
-  test('publish to a URL exits 1 with PUBLISH_TARGET_UNSUPPORTED', async () => {
-    const io = capture();
-    expect(await publishCommand(['--to', 'https://engine.example'])).toBe(1);
-    expect(io.err()).toMatch(/PUBLISH_TARGET_UNSUPPORTED/);
+  test('publish to a URL without a token is a usage error naming --token', async () => {
+    const saved = process.env['FLOW_TOKEN'];
+    delete process.env['FLOW_TOKEN'];
+    try {
+      await expect(publishCommand(['--to', 'https://engine.example'])).rejects.toMatchObject({ code: 'CLI_USAGE', message: expect.stringContaining('--token') });
+    } finally {
+      if (saved !== undefined) process.env['FLOW_TOKEN'] = saved;
+    }
   });
 });

@@ -54,14 +54,17 @@ const NEVER: [string, string[]][] = [
   ['sdk', ['compiler', 'host-functions', 'engine', 'cli', 'pg', 'fastify', 'ts-morph', 'esbuild']],
   ['compiler', ['engine', 'cli', 'host-functions/runtime', 'pg', 'fastify']],
   ['host-functions', ['sdk', 'compiler', 'engine', 'cli', 'pg']],
-  ['engine', ['sdk', 'compiler', 'cli', 'ts-morph', 'esbuild']],
+  ['engine', ['sdk', 'compiler', 'cli', 'ts-morph']],
+  // HTTP is the API's: the layers under it serve in-process callers and the API alike
+  ['engine/runtime', ['engine/api', 'fastify', 'esbuild']],
   // the pure core: no I/O, no clock source, no randomness, no other engine layer
   [
     'engine/core',
     ['engine/store', 'engine/runtime', 'engine/executors', 'engine/api', 'engine/testing', 'host-functions', 'pg', 'node:fs', 'node:http', 'node:https', 'node:net', 'node:timers'],
   ],
-  ['engine/store', ['engine/runtime', 'engine/executors', 'engine/api', 'engine/testing', 'fastify']],
-  ['engine/executors', ['engine/store', 'engine/runtime', 'engine/api', 'pg']],
+  ['engine/store', ['engine/runtime', 'engine/executors', 'engine/api', 'engine/testing', 'fastify', 'esbuild']],
+  ['engine/executors', ['engine/store', 'engine/runtime', 'engine/api', 'pg', 'fastify', 'esbuild']],
+  ['client', ['engine', 'sdk', 'compiler', 'cli', 'host-functions', 'pg', 'fastify']],
 ];
 
 describe('import rules of ARCHITECTURE.md', () => {

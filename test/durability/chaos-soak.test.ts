@@ -5,6 +5,7 @@ import { cpus, totalmem } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FlowError, TERMINAL_STATES } from '../../contracts/index.ts';
+import { artifactModules } from '../../engine/runtime/artifacts.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import { type Db, openDb } from '../../engine/store/db.ts';
 import { migrate } from '../../engine/store/migrate.ts';
@@ -91,7 +92,7 @@ describe.skipIf(!process.env['DATABASE_URL'] || !PgCluster.available())(
       const started = Date.now();
       const until = started + MINUTES * 60_000;
       const logics = soakLogics(built.hash['one-call']!, svc.mount('/http'));
-      for (const l of [logics.item, logics.pay, logics.loop, logics.fan]) await engine.publish(l, ENV);
+      for (const l of [logics.item, logics.pay, logics.loop, logics.fan]) await engine.publishVersion(ENV, l, await artifactModules(built.dir, l));
       const compensable = new Set<string>();
       for (const l of Object.values(logics)) for (const [name, s] of Object.entries(l.steps)) if (s.compensate) compensable.add(`${l.logicId}:${name}`);
       for (let slot = 0; slot < SLOTS; slot++) await spawnSlot(slot);
@@ -142,7 +143,7 @@ describe.skipIf(!process.env['DATABASE_URL'] || !PgCluster.available())(
         );
         for (const { id } of waiting.rows) {
           const option = final || Math.random() < 0.7 ? 'go' : 'stop';
-          await engine.resume(id, { step: 'approve', option, approver: { subject: 'soak', scopes: [] } }).then(
+          await engine.resume(id, { step: 'approve', option, approver: { subject: 'soak', scopes: ['flow:decide'] } }).then(
             () => verbs.resume++,
             failed,
           );

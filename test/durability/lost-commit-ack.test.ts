@@ -64,7 +64,7 @@ describe.skipIf(!DATABASE_URL)('a lost commit acknowledgement', () => {
     const { id } = await engine.start({ logicId: logic.logicId, input: {}, env: ENV });
 
     // the first commit (step `first` done, lease kept for `second`) lands; its answer is lost
-    proxy.loseAnswerTo('commit_transition');
+    proxy.loseAnswerTo('commit_journaled');
     await engine.workers.drain();
 
     expect(proxy.cuts).toBe(1);
@@ -97,7 +97,7 @@ describe.skipIf(!DATABASE_URL)('a lost commit acknowledgement', () => {
     transitions.length = 0;
 
     // the commit of the retry (pending, lease let go) lands; its answer is lost
-    proxy.loseAnswerTo('commit_transition');
+    proxy.loseAnswerTo('commit_journaled');
     await engine.workers.drain();
     // the retry is due a millisecond later: drain again until it has run (a bounded number of times)
     for (let round = 0; round < 50; round++) {

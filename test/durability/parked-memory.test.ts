@@ -7,7 +7,7 @@ import type { Db } from '../../engine/store/db.ts';
 import { cloneInstances } from '../support/bulk-instances.ts';
 import { closeTestDb, openTestDb } from '../support/db.ts';
 import { uniqueLogic } from '../support/engine.ts';
-import { func, TEST_MODULES } from '../support/ledger-executor.ts';
+import { func, TEST_MODULE_BYTES, TEST_MODULES } from '../support/ledger-executor.ts';
 import { waitFor } from '../support/store-checks.ts';
 
 /**
@@ -84,7 +84,7 @@ describe.skipIf(!DATABASE_URL)('engine memory against the number of parked insta
     // a delay is copied with its absolute due time, so each batch's delays fall due a few seconds after it is parked
     const due = uniqueLogic({ modules: TEST_MODULES, start: 'nap', steps: { nap: { kind: 'delay', duration: 'PT4S', next: 'after' }, after: func('after') } });
     await engine.publish(parked, ENV);
-    await engine.publish(due, ENV);
+    await engine.publishVersion(ENV, due, TEST_MODULE_BYTES);
 
     child = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', PROBE], {
       env: { ...process.env, DATABASE_URL, FLOW_SCHEMA: db.schema, FLOW_ENV: ENV, PROBE_WARMUP_MS: '2000', PROBE_MEASURE_MS: '2000' },

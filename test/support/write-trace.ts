@@ -44,7 +44,7 @@ export async function lastTracedWrite(db: Db): Promise<number> {
 
 /** Recognises the engine's statements by their text (engine/store/*.ts: commit-transition, claim-workflows). */
 function statementOf(query: string): TracedWrite['statement'] {
-  if (/commit_transition\(|AND row_version = \$2/.test(query)) return 'commit';
+  if (/commit_(transition|journaled)\(|AND row_version = \$2/.test(query)) return 'commit';
   if (/FOR UPDATE SKIP LOCKED/.test(query)) return 'claim';
   if (/SET lease_expires_at = /.test(query)) return 'heartbeat';
   return 'other';

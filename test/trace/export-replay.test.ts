@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { canonicalJson, type LogicVersion } from '../../contracts/index.ts';
+import { artifactModules } from '../../engine/runtime/artifacts.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import { exportTrace, replay, TRACE_FORMAT, type Trace } from '../../engine/testing/index.ts';
 import { createFuncRuntime, type FuncRuntime } from '../../host-functions/index.ts';
@@ -16,7 +17,7 @@ import { FakeService } from '../support/fake-service.ts';
 
 const run = promisify(execFile);
 const BIN = new URL('../../bin/s8flow.mjs', import.meta.url).pathname;
-const APPROVER = { subject: 'alice', scopes: ['payments:approve'] };
+const APPROVER = { subject: 'alice', scopes: ['flow:decide', 'payments:approve'] };
 
 /**
  * A production run becomes a regression test: an instance run by the real engine on the store —
@@ -82,9 +83,14 @@ describeEachDriver('traces exported from the store', (getDb, driver) => {
       steps: steps(chargeInput),
     });
 
+  /** Publishes with the bytes of every module the version declares, as CI's `s8flow publish` does. */
+  async function publish(logic: LogicVersion): Promise<void> {
+    await engine.publishVersion('test-env', logic, await artifactModules(built.dir, logic));
+  }
+
   async function recordedRun() {
     const logic = logicOf(uniqueLogic({ start: 'x', steps: {} }).logicId, 1);
-    await engine.publish(logic, 'test-env');
+    await publish(logic);
     reserveFailures = 1;
     declineCharge = true;
     const { id } = await engine.start({ logicId: logic.logicId, input: { n: 4 }, env: 'test-env' });
@@ -176,12 +182,12 @@ describeEachDriver('traces exported from the store', (getDb, driver) => {
 
   it('a parent and each of its children export traces of their own that replay, fan-in included', async () => {
     const child = logicOf(uniqueLogic({ start: 'x', steps: {} }).logicId, 1);
-    await engine.publish(child, 'test-env');
+    await publish(child);
     const parent = uniqueLogic({
       start: 'fan',
       steps: { fan: { kind: 'children', logicId: child.logicId, items: 'input.ns', itemInput: '{ "n": item }', failurePolicy: 'all_settled' } },
     });
-    await engine.publish(parent, 'test-env');
+    await publish(parent);
     reserveFailures = 0;
     declineCharge = false;
     const { id } = await engine.start({ logicId: parent.logicId, input: { ns: [1, 2] }, env: 'test-env' });
