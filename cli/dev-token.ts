@@ -17,7 +17,7 @@ export function devAuthSecret(stateDir: string): string {
   return made;
 }
 
-/** A development bearer token (DESIGN.md §10 claims), signed with the HS256 secret. */
+/** A development bearer token (claims: ARCHITECTURE.md, Contracts: HTTP API), signed with the HS256 secret. */
 export function mintToken(secret: string, claims: { sub: string; envs: string[]; scope: string; ttlSeconds?: number }): Promise<string> {
   return new SignJWT({ envs: claims.envs, scope: claims.scope })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })

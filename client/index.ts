@@ -1,6 +1,6 @@
 /**
  * `sentin8-flow/client`: a small typed HTTP client for owning services and CI, typed from the
- * same zod contracts that the engine's API validates with (DESIGN.md §10).
+ * same zod contracts that the engine's API validates with (ARCHITECTURE.md, Contracts: HTTP API).
  *
  * ```ts
  * const flow = createFlowClient({ baseUrl: 'https://engine.internal', token: process.env.FLOW_TOKEN, env: 'payments' });

@@ -1,4 +1,4 @@
-/** The console's only way to the engine: the HTTP API (DESIGN.md §10) with the bearer token. */
+/** The console's only way to the engine: the HTTP API (ARCHITECTURE.md, Contracts: HTTP API) with the bearer token. */
 
 export class ApiError extends Error {
   constructor(

@@ -1,5 +1,5 @@
 /**
- * Scopes of the HTTP API (DESIGN.md §10), as pure functions so the engine, the console and the CLI
+ * Scopes of the HTTP API (ARCHITECTURE.md, Contracts: HTTP API), as pure functions so the engine, the console and the CLI
  * decide the same way.
  *
  * A token's `scope` claim is space-separated. `flow:<verb>` grants the verb on every definition;

@@ -13,7 +13,7 @@ import { createFlowClient } from '../client/index.ts';
  *
  * With `engineUrl`, sending the customer's notification is asynchronous, as mail is: `/notify`
  * answers `202 {"status":"waiting"}` and, once sent, completes the step through the engine's
- * callback route with the X-Flow-Resume-Token it was called with (DESIGN.md §10, the 202 contract).
+ * callback route with the X-Flow-Resume-Token it was called with (ARCHITECTURE.md, Contracts: HTTP API).
  */
 export interface DemoService {
   url: string;

@@ -1,5 +1,5 @@
 /**
- * The HTTP API v1 (DESIGN.md §10) as zod schemas: the single source that validates requests in
+ * The HTTP API v1 (ARCHITECTURE.md, Contracts: HTTP API) as zod schemas: the single source that validates requests in
  * `engine/api`, types `sentin8-flow/client`, and generates `GET /openapi.json`.
  */
 export * from './callbacks.ts';

@@ -2,7 +2,7 @@ import { z } from 'zod';
 
 /**
  * Every error the API answers is `application/problem+json` (RFC 9457) with a stable `code` from
- * docs/errors.md (DESIGN.md §10, contract).
+ * docs/errors.md (ARCHITECTURE.md, Contracts: HTTP API).
  */
 export const Problem = z
   .strictObject({

@@ -28,7 +28,7 @@ export type CancelRequest = z.infer<typeof CancelRequest>;
 export type ForceCompleteRequest = z.infer<typeof ForceCompleteRequest>;
 export type ReplayRequest = z.infer<typeof ReplayRequest>;
 
-/** The verbs of DESIGN.md §10, by path segment, with their bodies and scopes. */
+/** The verbs of the HTTP API, by path segment, with their bodies and scopes. */
 export const VERBS = {
   retry: { body: RetryRequest, scope: 'flow:retry' },
   repair: { body: RepairRequest, scope: 'flow:repair' },

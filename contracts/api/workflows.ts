@@ -82,3 +82,28 @@ export const WorkflowHistory = z
   })
   .meta({ id: 'WorkflowHistory' });
 export type WorkflowHistory = z.infer<typeof WorkflowHistory>;
+
+/** The format tag of an exported trace (`s8flow trace`, `…/history?format=trace`). */
+export const TRACE_FORMAT = 'sentin8-flow.trace/1';
+
+export const HistoryQuery = z.strictObject({
+  /** `trace`: the instance's journal as a trace file that `replay()` of sentin8-flow/testing re-derives. */
+  format: z.enum(['history', 'trace']).default('history'),
+});
+
+/**
+ * An exported trace: the pinned LogicVersion hash, the instance as created, every journalled input
+ * with the decision committed for it, and the record as it stands (engine/core/journal.ts, `Trace`).
+ */
+export const WorkflowTrace = z
+  .object({
+    format: z.literal(TRACE_FORMAT),
+    logicHash: z.string(),
+    /** The instance as created, before its first transition. */
+    initial: Json,
+    /** `{ event, decision, atMs, from }` per committed input, in order. */
+    entries: z.array(Json),
+    /** The record as it stands: replay checks the trace ends there. */
+    final: Json.optional(),
+  })
+  .meta({ id: 'WorkflowTrace' });

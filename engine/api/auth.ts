@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { parseScopes } from '../../contracts/scopes.ts';
 import { AuthKeysUnavailable, AuthUnconfigured, TokenExpired, TokenInvalid, Unauthenticated } from './errors.ts';
 
-/** Who a verified token says is calling (DESIGN.md §10 claims). */
+/** Who a verified token says is calling (claims: ARCHITECTURE.md, Contracts: HTTP API). */
 export interface Principal {
   /** `sub`: the actor written to every audit row. */
   subject: string;

@@ -35,7 +35,7 @@ const JobParams = z.strictObject({ env: EnvParams.shape.env, jobId: z.uuid() });
 const hidden = { hide: true } as const;
 
 /**
- * The operator console at `/ui`, and the routes only it and `s8flow` need beyond DESIGN.md §10:
+ * The operator console at `/ui`, and the routes only it and `s8flow` need beyond the API contract (ARCHITECTURE.md, Contracts: HTTP API):
  * the live instance stream (server-sent events fed by LISTEN/NOTIFY), the overview, and bulk
  * jobs. Everything the console shows or does goes through the API with the signed-in bearer
  * token, checked by the same guard as every route; nothing here trusts the page.

@@ -2,7 +2,7 @@ import { FlowError } from '../../contracts/errors.ts';
 
 /**
  * The refusals of the HTTP edge. Each has a stable code (docs/errors.md) and the status of
- * DESIGN.md §10; the engine's own FlowErrors keep theirs.
+ * ARCHITECTURE.md, Contracts: HTTP API; the engine's own FlowErrors keep theirs.
  */
 
 export class Unauthenticated extends FlowError {

@@ -35,7 +35,7 @@ export interface Api {
 }
 
 /**
- * The HTTP API v1 (DESIGN.md §10) in front of an Engine. Every route's params, query, headers,
+ * The HTTP API v1 (ARCHITECTURE.md, Contracts: HTTP API) in front of an Engine. Every route's params, query, headers,
  * body and responses are the zod schemas of `contracts/api`: they validate requests, type the
  * handlers and generate GET /openapi.json (OpenAPI 3.1), rendered at GET /docs.
  */
@@ -52,7 +52,7 @@ export async function buildApi(opts: ApiOptions): Promise<Api> {
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'Sentin8 Flow', version: '1', description: 'The HTTP API of the Sentin8 Flow engine (DESIGN.md §10).' },
+      info: { title: 'Sentin8 Flow', version: '1', description: 'The HTTP API of the Sentin8 Flow engine (ARCHITECTURE.md, Contracts: HTTP API).' },
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
     },
     transform: jsonSchemaTransform,

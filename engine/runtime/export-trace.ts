@@ -1,3 +1,4 @@
+import { TRACE_FORMAT } from '../../contracts/api/workflows.ts';
 import { initialCtx, type Instance } from '../core/instance.ts';
 import type { Trace } from '../core/journal.ts';
 import type { Db } from '../store/db.ts';
@@ -7,8 +8,7 @@ import { loadWorkflow } from '../store/load-workflow.ts';
 import { findLogicVersionByHash } from '../store/logic-versions.ts';
 import { inEnv } from '../store/tx.ts';
 
-/** The `format` of a trace file. */
-export const TRACE_FORMAT = 'sentin8-flow.trace/1';
+export { TRACE_FORMAT };
 
 /**
  * Exports one instance of `env` as a trace (`s8flow trace`, `GET …/history?format=trace`): its
@@ -19,7 +19,7 @@ export const TRACE_FORMAT = 'sentin8-flow.trace/1';
  *
  * One read-only transaction, so the journal and the record are from the same moment.
  */
-export async function exportTrace(from: Db | { db: Db }, env: string, id: string): Promise<Trace> {
+export async function exportTrace(from: Db | { db: Db }, env: string, id: string): Promise<Trace & { format: typeof TRACE_FORMAT }> {
   const db = 'pool' in from ? from : from.db;
   return inEnv(db, env, async (c) => {
     const stored = await loadWorkflow(c, id);

@@ -27,7 +27,7 @@ export interface VerbOptions {
   env?: string;
 }
 
-/** The scope each audited verb needs (DESIGN.md §10), narrowable to definitions by a logicId glob. */
+/** The scope each audited verb needs (ARCHITECTURE.md, Contracts: HTTP API), narrowable to definitions by a logicId glob. */
 const VERB_SCOPES = {
   retry: 'flow:retry',
   repair: 'flow:repair',

@@ -11,8 +11,8 @@ import { AUTH_SECRET, bearer } from './support.ts';
 import { buildApi } from '../../engine/api/server.ts';
 
 /**
- * Bad input on every route gets a 4xx problem+json with a stable code, never a 500 (DESIGN.md
- * §10): malformed JSON, unknown fields, wrong types, bodies over the limit, unknown versions and
+ * Bad input on every route gets a 4xx problem+json with a stable code, never a 500
+ * (ARCHITECTURE.md, Contracts: HTTP API): malformed JSON, unknown fields, wrong types, bodies over the limit, unknown versions and
  * ids, a reused idempotency key, a second answer, stale and forged resume tokens.
  */
 

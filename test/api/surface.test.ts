@@ -28,7 +28,7 @@ describeEachDriver('the API surface', (getDb) => {
     await engine.close();
   });
 
-  it('GET /openapi.json is OpenAPI 3.1 generated from the contracts, with every route of DESIGN §10', async () => {
+  it('GET /openapi.json is OpenAPI 3.1 generated from the contracts, with every route of the API contract', async () => {
     const doc = (await api.app.inject({ url: '/openapi.json' })).json();
     expect(doc.openapi).toBe('3.1.0');
     const paths = Object.entries(doc.paths as Record<string, Record<string, unknown>>).flatMap(([p, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${p}`));
@@ -49,7 +49,7 @@ describeEachDriver('the API surface', (getDb) => {
         'POST /v1/envs/{env}/workflows/{id}/decisions/{step}',
         'POST /v1/callbacks/{resumeToken}',
         'POST /v1/envs/{env}/events',
-        // the console's and s8flow's routes beyond §10 (engine/api/console.ts)
+        // the console's and s8flow's routes beyond the API contract (engine/api/console.ts)
         'GET /v1/envs/{env}/overview',
         'GET /v1/envs/{env}/workflows/{id}/live',
         ...['retry', 'cancel', 'replay'].map((v) => `POST /v1/envs/{env}/bulk/${v}`),

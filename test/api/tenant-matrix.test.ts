@@ -9,7 +9,7 @@ import { snapshot } from './snapshot.ts';
 import { type TokenClaims, testApi, token } from './support.ts';
 
 /**
- * Every guarded route against every way a caller can be wrong (DESIGN.md §10): no token, a bad
+ * Every guarded route against every way a caller can be wrong (ARCHITECTURE.md, Contracts: HTTP API): no token, a bad
  * signature, an expired token, a token for another env, a token without the scope, a scope
  * narrowed to other definitions, and an id that lives in another env. Each is refused with its
  * status and stable code as problem+json, and not one row of any table changes.

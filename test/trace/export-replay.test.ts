@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { canonicalJson, type LogicVersion } from '../../contracts/index.ts';
 import { artifactModules } from '../../engine/runtime/artifacts.ts';
+import { bearer, testApi } from '../api/support.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import { exportTrace, replay, TRACE_FORMAT, type Trace } from '../../engine/testing/index.ts';
 import { createFuncRuntime, type FuncRuntime } from '../../host-functions/index.ts';
@@ -177,6 +178,25 @@ describeEachDriver('traces exported from the store', (getDb, driver) => {
       expect(missing).toMatchObject({ code: 1, stderr: expect.stringContaining('FLOW_NOT_FOUND') });
     } finally {
       await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('GET …/history?format=trace answers the same trace, which replays; a token for another env gets 404', async () => {
+    const { id, logic } = await recordedRun();
+    const api = await testApi(engine);
+    try {
+      const url = `/v1/envs/test-env/workflows/${id}/history?format=trace`;
+      const res = await api.app.inject({ url, headers: await bearer({ envs: ['test-env'], scope: 'flow:read' }) });
+      expect(res.statusCode).toBe(200);
+      const trace = res.json() as Trace;
+      expect(trace).toEqual(JSON.parse(JSON.stringify(await exportTrace(engine, 'test-env', id))));
+      expect((await replay(logic, trace)).state).toBe('completed');
+      const elsewhere = await api.app.inject({ url: url.replace('test-env', 'other-env'), headers: await bearer({ envs: ['other-env'], scope: 'flow:read' }) });
+      expect(elsewhere.statusCode).toBe(404);
+      const plain = await api.app.inject({ url: url.replace('?format=trace', ''), headers: await bearer({ envs: ['test-env'], scope: 'flow:read' }) });
+      expect(Object.keys(plain.json()).sort()).toEqual(['attempts', 'audit', 'compensations', 'id']);
+    } finally {
+      await api.close();
     }
   });
 

@@ -13,7 +13,7 @@ import type { Engine } from '../../runtime/engine.ts';
 import { principalOf, requireScope } from '../guard.ts';
 import { BEARER, PROBLEMS } from './shared.ts';
 
-/** Publish, list, show, retire and reactivate LogicVersions (DESIGN.md §10). */
+/** Publish, list, show, retire and reactivate LogicVersions (ARCHITECTURE.md, Contracts: HTTP API). */
 export const logicVersionRoutes: FastifyPluginAsyncZod<{ engine: Engine; publishBodyLimit: number }> = async (app, { engine, publishBodyLimit }) => {
   app.post(
     '/v1/envs/:env/logic-versions',

@@ -23,7 +23,7 @@ interface VerbRoute<S extends z.ZodType> {
 const route = <S extends z.ZodType>(r: VerbRoute<S>) => r;
 
 /**
- * The five operator verbs (DESIGN.md §10), each with a required reason and a dry run. The runtime
+ * The five operator verbs (ARCHITECTURE.md, Contracts: HTTP API), each with a required reason and a dry run. The runtime
  * checks the scope against the instance's definition after reading it, so an instance of another
  * env is a 404 whatever the token holds; the actor is always the token's subject.
  */

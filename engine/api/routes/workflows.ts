@@ -1,20 +1,24 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
 import { EnvParams, WorkflowParams } from '../../../contracts/api/common.ts';
 import {
+  HistoryQuery,
   ListWorkflowsQuery,
   StartWorkflowBody,
   StartWorkflowHeaders,
   WorkflowHistory,
   WorkflowPage,
   WorkflowRecordSchema,
+  WorkflowTrace,
 } from '../../../contracts/api/workflows.ts';
 import type { WorkflowState } from '../../../contracts/index.ts';
 import type { Engine } from '../../runtime/engine.ts';
+import { exportTrace } from '../../runtime/export-trace.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { principalOf, requireScope } from '../guard.ts';
 import { BEARER, PROBLEMS } from './shared.ts';
 
-/** Start, list, show and the history of workflow instances (DESIGN.md §10). */
+/** Start, list, show and the history of workflow instances (ARCHITECTURE.md, Contracts: HTTP API). */
 export const workflowRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (app, { engine }) => {
   app.post(
     '/v1/envs/:env/workflows',
@@ -98,16 +102,18 @@ export const workflowRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (
       config: { scope: 'flow:read' },
       schema: {
         tags: ['workflows'],
-        summary: 'Every attempt, compensation and audited verb of one instance',
+        summary: 'Every attempt, compensation and audited verb of one instance; with format=trace, its journal as a replayable trace',
         security: BEARER,
         params: WorkflowParams,
-        response: { 200: WorkflowHistory, ...PROBLEMS },
+        querystring: HistoryQuery,
+        response: { 200: z.union([WorkflowHistory, WorkflowTrace]), ...PROBLEMS },
       },
     },
     async (req) => {
       const { env, id } = req.params;
       const record = await engine.get(id, env);
       requireScope(principalOf(req), 'flow:read', record.logicId, `workflow ${record.id}`);
+      if (req.query.format === 'trace') return exportTrace(engine, env, id);
       const audit = await engine.ops.audit(id, { env });
       return {
         id,
