@@ -77,10 +77,11 @@ function send(call: HttpCall): Promise<{ status: number; headers: Record<string,
     headers['content-length'] = String(Buffer.byteLength(body));
   }
   const lib = url.protocol === 'https:' ? https : http;
-  return new Promise((resolve, reject) => {
+  const { signal, done } = deadline(call);
+  return new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string }>((resolve, reject) => {
     const req = lib.request(
       url,
-      { method: call.method, headers, agent: agents[url.protocol as 'http:'], signal: deadline(call) },
+      { method: call.method, headers, agent: agents[url.protocol as 'http:'], signal },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -90,12 +91,28 @@ function send(call: HttpCall): Promise<{ status: number; headers: Record<string,
     );
     req.on('error', reject);
     req.end(body);
-  });
+  }).finally(done);
 }
 
-function deadline(call: HttpCall): AbortSignal {
-  const timeout = AbortSignal.timeout(call.timeoutMs);
-  return call.signal === undefined ? timeout : AbortSignal.any([call.signal, timeout]);
+/**
+ * The call's own deadline, joined with the caller's abandon signal. Not AbortSignal.any() over
+ * AbortSignal.timeout(): Node 20 holds the timeout weakly there, and a collection before it fires
+ * leaves the call waiting for ever (test/executors/http-timeout-gc.test.ts). `done` clears the
+ * timer and the listener once the call is over.
+ */
+function deadline(call: HttpCall): { signal: AbortSignal; done: () => void } {
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(new DOMException(`no answer within ${call.timeoutMs} ms`, 'TimeoutError')), call.timeoutMs);
+  const abandon = () => ac.abort(call.signal?.reason);
+  if (call.signal?.aborted) abandon();
+  else call.signal?.addEventListener('abort', abandon, { once: true });
+  return {
+    signal: ac.signal,
+    done: () => {
+      clearTimeout(timer);
+      call.signal?.removeEventListener('abort', abandon);
+    },
+  };
 }
 
 function errorMessage(call: HttpCall, status: number, text: string): string {
