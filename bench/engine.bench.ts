@@ -1,16 +1,21 @@
 /**
- * Engine throughput against the commit rate Postgres allows, measured in one run on one server
- * (issue "Engine core", Performance). Prints a table; asserts nothing.
+ * Issue 14's table: the engine against the floor Postgres and the owning service allow, all
+ * measured in one run on one server, with the goals each row carries marked met or missed.
+ * Prints one markdown table; asserts nothing.
  *
- *   npm run bench            (starts a throw-away Postgres 15 unless DATABASE_URL is set)
+ *   npm run bench                 1,000 workflows a case, median of 3 rounds
+ *   npm run bench -- --quick      200 workflows a case, 1 round (under 2 minutes)
+ *
+ * (starts a throw-away Postgres 15 unless DATABASE_URL is set; BENCH_WORKFLOWS, BENCH_ROUNDS override)
  */
 import { randomUUID } from 'node:crypto';
+import { freemem, totalmem, cpus } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import type { LogicVersion, StepDef } from '../contracts/index.ts';
-import { callHttp } from '../engine/executors/http-call.ts';
+import { type LogicVersion, type StepDef, TERMINAL_STATES } from '../contracts/index.ts';
 import { onOutcome } from '../engine/core/flow.ts';
 import { Engine } from '../engine/runtime/engine.ts';
+import type { TransitionObserver } from '../engine/runtime/observer.ts';
 import { commitTransition } from '../engine/store/commit-transition.ts';
 import { loadWorkflow } from '../engine/store/load-workflow.ts';
 import { inEnv } from '../engine/store/tx.ts';
@@ -20,13 +25,20 @@ import { type Db, openDb } from '../engine/store/db.ts';
 import { dropSchema, migrate } from '../engine/store/migrate.ts';
 import { makeLogic } from '../test/contracts/helpers.ts';
 import { apiStartThroughput } from './api-start.ts';
-import { fmt, minimalService, percentile, pool, xactCommits } from './support.ts';
+import { floor, httpAlone } from './floor.ts';
+import { type Counts, fmt, markdownTable, median, minimalService, PgCounter, percentile, pool } from './support.ts';
 
 const url = process.env['DATABASE_URL'];
 if (!url) throw new Error('set DATABASE_URL (npm run bench starts a Postgres for you)');
-const CONCURRENCY = Number(process.env['BENCH_CONCURRENCY'] ?? 16);
-const WORKFLOWS = Number(process.env['BENCH_WORKFLOWS'] ?? 1000);
+const QUICK = process.argv.includes('--quick');
+const WORKFLOWS = Number(process.env['BENCH_WORKFLOWS'] ?? (QUICK ? 200 : 1000));
+const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? (QUICK ? 1 : 3));
 const STEPS = 10;
+/** Raw transactions per floor case: half the engine's steps, enough for a steady rate. */
+const FLOOR_OPS = (WORKFLOWS * STEPS) / 2;
+const CONCURRENCIES = [16, 64] as const;
+/** Solo workflows run one after another for the per-step latency alone. */
+const SOLO_RUNS = QUICK ? 15 : 30;
 const out = (s: string) => process.stdout.write(`${s}\n`);
 
 function chain(kind: 'pass' | 'proxy'): LogicVersion {
@@ -38,107 +50,125 @@ function chain(kind: 'pass' | 'proxy'): LogicVersion {
   return makeLogic({ logicId: `bench.${kind}`, domain: 'bench', start: 's0', steps });
 }
 
-/** The baseline: what node-postgres does with the same shape of transaction at the same concurrency. */
-async function rawCommits(total: number): Promise<number> {
-  const p = new pg.Pool({ connectionString: url, max: CONCURRENCY });
-  await p.query('DROP TABLE IF EXISTS bench_raw_t, bench_raw_log');
-  await p.query('CREATE TABLE bench_raw_t (id int PRIMARY KEY, state text, ctx jsonb, v bigint)');
-  await p.query('CREATE TABLE bench_raw_log (id int, seq int, payload jsonb, PRIMARY KEY (id, seq))');
-  await p.query(`INSERT INTO bench_raw_t SELECT g, 'pending', '{}', 0 FROM generate_series(0, ${CONCURRENCY - 1}) g`);
-  const t0 = performance.now();
-  await pool(total, CONCURRENCY, async (i) => {
-    const c = await p.connect();
-    try {
-      await c.query('BEGIN');
-      await c.query('UPDATE bench_raw_t SET state = $2, ctx = $3, v = v + 1 WHERE id = $1', [i % CONCURRENCY, 'processing', JSON.stringify({ i })]);
-      await c.query('INSERT INTO bench_raw_log VALUES ($1, $2, $3)', [i % CONCURRENCY, i, JSON.stringify({ out: 'ok' })]);
-      await c.query('COMMIT');
-    } finally {
-      c.release();
+/**
+ * Knows when instances end, and when each committed a transition, from the engine's own hooks:
+ * waiting never queries the database, so the counts hold the engine's traffic only.
+ */
+class Watch implements TransitionObserver {
+  ended = 0;
+  /** performance.now() of each committed transition, by instance (kept only when asked). */
+  readonly commits = new Map<string, number[]>();
+  #target = Number.POSITIVE_INFINITY;
+  #done: (() => void) | null = null;
+  #fail: ((err: unknown) => void) | null = null;
+  constructor(private readonly keepTimes = false) {}
+
+  onTransition: TransitionObserver['onTransition'] = (_from, t, committed) => {
+    if (!committed) return;
+    if (this.keepTimes) {
+      const times = this.commits.get(t.instance.id) ?? [];
+      times.push(performance.now());
+      this.commits.set(t.instance.id, times);
     }
-  });
-  const rate = total / ((performance.now() - t0) / 1000);
-  await p.query('DROP TABLE bench_raw_t, bench_raw_log');
-  await p.end();
-  return rate;
+    if (!TERMINAL_STATES.has(t.instance.state)) return;
+    if (t.instance.state !== 'completed') this.#fail?.(new Error(`bench workflow ended ${t.instance.state}`));
+    if (++this.ended >= this.#target) this.#done?.();
+  };
+
+  onError: TransitionObserver['onError'] = (id, err) => this.#fail?.(new Error(`engine error (${id ?? 'poll loop'}): ${String(err)}`));
+
+  /** Resolves once `n` instances in all have ended. */
+  until(n: number): Promise<void> {
+    this.#target = n;
+    return new Promise<void>((resolve, reject) => {
+      this.#done = resolve;
+      this.#fail = reject;
+      if (this.ended >= n) resolve();
+    });
+  }
 }
 
-/** HTTP cost alone: the same calls, with the engine's own HTTP client, at the same concurrency. */
-async function httpOnly(serviceUrl: string, total: number): Promise<{ rate: number; p50: number }> {
-  const lat: number[] = [];
-  const t0 = performance.now();
-  await pool(total, CONCURRENCY, async () => {
-    const s = performance.now();
-    await callHttp({ method: 'POST', url: `${serviceUrl}/step`, headers: {}, body: {}, timeoutMs: 10_000 });
-    lat.push(performance.now() - s);
-  });
-  lat.sort((a, b) => a - b);
-  return { rate: total / ((performance.now() - t0) / 1000), p50: percentile(lat, 50) };
-}
-
-async function freshEngine(serviceUrl: string): Promise<{ db: Db; engine: Engine }> {
-  const db = await openDb(url, { schema: `bench_${Date.now()}`, poolSize: CONCURRENCY + 4 });
+async function freshEngine(serviceUrl: string, concurrency: number, observer?: TransitionObserver, schema = `bench_${Date.now()}`): Promise<{ db: Db; engine: Engine }> {
+  const db = await openDb(url, { schema, poolSize: concurrency + 4 });
   await migrate(db);
   const engine = new Engine({
     db,
     executors: { handlers: new Map([['BENCH', { url: serviceUrl }]]) },
-    worker: { concurrency: CONCURRENCY, pollMs: 20 },
+    worker: { concurrency, pollMs: 20 },
+    ...(observer ? { observer } : {}),
   });
   return { db, engine };
 }
 
-async function throughput(kind: 'pass' | 'proxy', serviceUrl: string) {
-  const { db, engine } = await freshEngine(serviceUrl);
+/**
+ * Steps per second, and what each step cost Postgres. Proxy steps: `WORKFLOWS` instances are
+ * started before the workers, by an engine of their own that is closed before counting (starting
+ * has its own row), and measured from the moment the workers start until the last instance
+ * ends. Pass steps run inside the start's own commit, so there the starts are the measured work.
+ */
+async function throughput(counter: PgCounter, kind: 'pass' | 'proxy', serviceUrl: string, concurrency: number) {
+  const schema = `bench_${Date.now()}`;
   const logic = chain(kind);
-  await engine.publish(logic);
-  const commits0 = await xactCommits(url!);
-  const t0 = performance.now();
-  await engine.workers.start();
-  const ids: string[] = [];
-  await pool(WORKFLOWS, CONCURRENCY, async () => {
-    ids.push((await engine.start({ logicId: logic.logicId, input: {} })).id);
+  const startAll = (engine: Engine) =>
+    pool(WORKFLOWS, 16, async () => {
+      await engine.start({ logicId: logic.logicId, input: {} });
+    });
+  const setup = await freshEngine(serviceUrl, 16, undefined, schema);
+  await setup.engine.publish(logic);
+  if (kind === 'proxy') await startAll(setup.engine);
+  await setup.db.close();
+
+  const watch = new Watch();
+  const { db, engine } = await freshEngine(serviceUrl, concurrency, watch, schema);
+  let seconds = 0;
+  let ownQueries = 0;
+  const counted = await counter.measure(async (ended) => {
+    const t0 = performance.now();
+    await engine.workers.start();
+    if (kind === 'proxy') await watch.until(WORKFLOWS);
+    else {
+      // ended in their starts, which no hook reports: one read-only query (subtracted) checks
+      await startAll(engine);
+      ownQueries++;
+      const r = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM workflows WHERE state = 'completed'`);
+      if (r.rows[0]!.n !== WORKFLOWS) throw new Error(`pass workflows did not end in their starts: ${r.rows[0]!.n} of ${WORKFLOWS}`);
+    }
+    seconds = (performance.now() - t0) / 1000;
+    await ended();
+    await engine.close();
+    await db.close();
   });
-  for (;;) {
-    const r = await db.pool.query(`SELECT count(*)::int AS n FROM workflows WHERE state = 'completed'`);
-    if (r.rows[0].n === WORKFLOWS) break;
-    await new Promise((res) => setTimeout(res, 10));
-  }
-  const seconds = (performance.now() - t0) / 1000;
-  await engine.close();
-  await dropSchema(db);
-  await db.close();
-  const commits = (await xactCommits(url!)) - commits0;
+  const cleanup = new pg.Client({ connectionString: url });
+  await cleanup.connect();
+  await cleanup.query(`DROP SCHEMA ${schema} CASCADE`);
+  await cleanup.end();
   const steps = WORKFLOWS * STEPS;
-  return { stepsPerSec: steps / seconds, commitsPerStep: commits / steps, seconds };
+  return { rate: steps / seconds, ...perStep({ ...counted, commits: counted.commits - ownQueries }, steps) };
 }
 
-/** One workflow alone, step after step: the latency the engine adds to each step. */
-async function soloLatency(serviceUrl: string) {
-  // the HTTP call's own latency when nothing else runs, to subtract from each step
-  const alone: number[] = [];
-  for (let i = 0; i < 300; i++) {
-    const s = performance.now();
-    await callHttp({ method: 'POST', url: `${serviceUrl}/step`, headers: {}, body: {}, timeoutMs: 10_000 });
-    alone.push(performance.now() - s);
-  }
-  const httpP50 = percentile(alone.sort((a, b) => a - b), 50);
-  const { db, engine } = await freshEngine(serviceUrl);
+function perStep(c: Counts, steps: number): Counts {
+  return { writeTx: c.writeTx / steps, commits: c.commits / steps, walSyncs: c.walSyncs / steps };
+}
+
+/** One workflow alone, step after step: the time between two committed steps (the HTTP call included). */
+async function solo(serviceUrl: string) {
+  const watch = new Watch(true);
+  const { db, engine } = await freshEngine(serviceUrl, 16, watch);
   const logic = chain('proxy');
   await engine.publish(logic);
   await engine.workers.start();
-  const perStep: number[] = [];
-  for (let run = 0; run < 30; run++) {
-    const { id } = await engine.start({ logicId: logic.logicId, input: {} });
-    const r = await engine.settled(id, { pollMs: 1 });
-    if (r.state !== 'completed') throw new Error(`solo run ended ${r.state}`);
-    const finished = r.steps.map((s) => Date.parse(s.finishedAt!));
-    for (let i = 1; i < finished.length; i++) perStep.push(finished[i]! - finished[i - 1]! - httpP50);
+  for (let run = 0; run < SOLO_RUNS; run++) {
+    const ended = watch.until(run + 1);
+    await engine.start({ logicId: logic.logicId, input: {} });
+    await ended;
   }
   await engine.close();
   await dropSchema(db);
   await db.close();
-  perStep.sort((a, b) => a - b);
-  return { p50: percentile(perStep, 50), p99: percentile(perStep, 99), httpP50 };
+  const perStepMs: number[] = [];
+  for (const times of watch.commits.values()) for (let i = 1; i < times.length; i++) perStepMs.push(times[i]! - times[i - 1]!);
+  perStepMs.sort((a, b) => a - b);
+  return { p50: percentile(perStepMs, 50), p99: percentile(perStepMs, 99) };
 }
 
 /**
@@ -150,7 +180,7 @@ async function soloLatency(serviceUrl: string) {
 async function funcOverhead(serviceUrl: string) {
   const built = await buildTestModules(['passthrough', 'one-call']);
   const runtime = createFuncRuntime({ loadModule: built.load, maxMemoryPages: TEST_MEMORY_PAGES });
-  const { db, engine } = await freshEngine(serviceUrl);
+  const { db, engine } = await freshEngine(serviceUrl, 16);
   const logic = chain('proxy');
   await engine.publish(logic);
   // one step's commit alone: finish an attempt and prepare the next through commit_transition
@@ -202,39 +232,127 @@ async function funcOverhead(serviceUrl: string) {
   return { commitP50, rows };
 }
 
-const service = await minimalService();
-out(`engine bench: ${WORKFLOWS} concurrent workflows × ${STEPS} steps, concurrency ${CONCURRENCY}, Postgres ${url.replace(/\/\/.*@/, '//…@')}`);
-const raw = await rawCommits(WORKFLOWS * 5);
-const http = await httpOnly(service.url, WORKFLOWS * 5);
-const passRun = await throughput('pass', service.url);
-const proxyRun = await throughput('proxy', service.url);
-const solo = await soloLatency(service.url);
-const func = await funcOverhead(service.url);
-const starts = await (async () => {
-  const { db, engine } = await freshEngine(service.url);
+type Round = Record<string, number>;
+
+/** Every case once, in an order that puts each engine case next to its floor. */
+async function round(counter: PgCounter, serviceUrl: string): Promise<Round> {
+  const r: Round = {};
+  const put = (prefix: string, o: object) => {
+    for (const [k, v] of Object.entries(o)) r[`${prefix}.${k}`] = v as number;
+  };
+  put('commit1', await floor(url!, counter, 1, Math.min(FLOOR_OPS, 500)));
+  r['http1.p50'] = await httpAlone(serviceUrl, 500);
+  for (const c of CONCURRENCIES) {
+    put(`commit${c}`, await floor(url!, counter, c, FLOOR_OPS));
+    put(`httpCommit${c}`, await floor(url!, counter, c, FLOOR_OPS, serviceUrl));
+    put(`proxy${c}`, await throughput(counter, 'proxy', serviceUrl, c));
+    r[`proxy${c}.vsFloor`] = r[`proxy${c}.rate`]! / r[`httpCommit${c}.rate`]!;
+    r[`proxy${c}.vsCommit`] = r[`proxy${c}.rate`]! / r[`commit${c}.rate`]!;
+  }
+  put('pass16', await throughput(counter, 'pass', serviceUrl, 16));
+  r['pass16.vsCommit'] = r['pass16.rate']! / r['commit16.rate']!;
+  put('solo', await solo(serviceUrl));
+  r['solo.target'] = r['commit1.p50']! + r['http1.p50']! + 0.3;
+  r['solo.vsTarget'] = r['solo.p50']! / r['solo.target']!;
+  const func = await funcOverhead(serviceUrl);
+  r['func.commit'] = func.commitP50;
+  func.rows.forEach((row, i) => {
+    r[`func${i}.p50`] = row.p50;
+    r[`func${i}.share`] = row.p50 / func.commitP50;
+  });
+  const { db, engine } = await freshEngine(serviceUrl, 16);
   const logic = chain('pass');
   await engine.publish(logic);
-  const r = await apiStartThroughput(engine, logic, WORKFLOWS * 2, CONCURRENCY);
+  put('starts', await apiStartThroughput(engine, logic, WORKFLOWS * 2, 16));
   await engine.close();
   await dropSchema(db);
   await db.close();
   return r;
-})();
-await service.close();
-
-out('');
-out(`raw node-postgres UPDATE+INSERT transactions   ${fmt(raw)} tx/s`);
-out(`minimal HTTP service alone                      ${fmt(http.rate)} calls/s  (p50 ${fmt(http.p50, 2)} ms)`);
-out(`engine, pass steps (folded into one commit)     ${fmt(passRun.stepsPerSec)} steps/s  ${fmt(passRun.commitsPerStep, 2)} commits/step`);
-out(`engine, proxy steps (one commit each)           ${fmt(proxyRun.stepsPerSec)} steps/s  ${fmt(proxyRun.commitsPerStep, 2)} commits/step`);
-out(`ratio engine(proxy)/raw                         ${fmt(proxyRun.stepsPerSec / raw, 2)}`);
-out(`ratio engine(proxy)/raw, HTTP cost removed      ${fmt(1 / (1 / proxyRun.stepsPerSec - 1 / http.rate) / raw, 2)}`);
-out(`added latency per step, one workflow alone      p50 ${fmt(solo.p50, 2)} ms   p99 ${fmt(solo.p99, 2)} ms  (HTTP alone p50 ${fmt(solo.httpP50, 2)} ms subtracted)`);
-out('');
-out(`one step commit alone (commit_transition, p50)  ${fmt(func.commitP50, 3)} ms`);
-for (const r of func.rows) {
-  out(`func step module run, ${r.label.padEnd(24)} ${fmt(r.p50, 3)} ms  = ${fmt((100 * r.p50) / func.commitP50, 0)}% of a commit`);
 }
+
+const FUNC_ROWS = ['0 host calls, 1 KB', '0 host calls, 64 KB', '1 recorded call, 1 KB', '1 recorded call, 64 KB'];
+
+const verdict = (label: string, ok: boolean, value: string) => `${label}: ${ok ? 'met' : '**missed**'} (${value})`;
+
+function table(m: (key: string) => number): string {
+  const counts = (k: string) => [fmt(m(`${k}.writeTx`), 2), fmt(m(`${k}.commits`), 2), fmt(m(`${k}.walSyncs`), 2)];
+  const none = ['', '', ''];
+  const rows: string[][] = [
+    ['floor: commit only (BEGIN; UPDATE; INSERT; COMMIT)', '1', `${fmt(m('commit1.rate'))} tx/s, p50 ${fmt(m('commit1.p50'), 2)} ms`, ...counts('commit1'), '', ''],
+    ['HTTP call alone (POST to the service)', '1', `p50 ${fmt(m('http1.p50'), 2)} ms`, ...none, '', ''],
+  ];
+  for (const c of CONCURRENCIES) {
+    const p = `proxy${c}`;
+    rows.push(
+      ['floor: commit only', `${c}`, `${fmt(m(`commit${c}.rate`))} tx/s`, ...counts(`commit${c}`), '', ''],
+      ['floor: HTTP + commit', `${c}`, `${fmt(m(`httpCommit${c}.rate`))} steps/s`, ...counts(`httpCommit${c}`), '', ''],
+      [
+        'engine: proxy steps (10 a workflow)',
+        `${c}`,
+        `${fmt(m(`${p}.rate`))} steps/s`,
+        ...counts(p),
+        `${fmt(m(`${p}.vsFloor`), 2)} of HTTP+commit, ${fmt(m(`${p}.vsCommit`), 2)} of commit only`,
+        [
+          verdict('≥ 0.8 of floor', m(`${p}.vsFloor`) >= 0.8, fmt(m(`${p}.vsFloor`), 2)),
+          verdict('≤ 1.05 write tx/step', m(`${p}.writeTx`) <= 1.05, fmt(m(`${p}.writeTx`), 2)),
+          verdict('< 0.5 fsyncs/step', m(`${p}.walSyncs`) < 0.5, fmt(m(`${p}.walSyncs`), 2)),
+        ].join('; '),
+      ],
+    );
+  }
+  rows.push(
+    ['engine: pass steps (run in the start commit; starts counted)', '16', `${fmt(m('pass16.rate'))} steps/s`, ...counts('pass16'), `${fmt(m('pass16.vsCommit'), 2)} of commit only`, ''],
+    [
+      'engine: one workflow alone, proxy steps',
+      '1',
+      `p50 ${fmt(m('solo.p50'), 2)} ms/step (p99 ${fmt(m('solo.p99'), 2)})`,
+      ...none,
+      `${fmt(m('solo.vsTarget'), 2)} of target ${fmt(m('commit1.p50'), 2)} + ${fmt(m('http1.p50'), 2)} + 0.3 = ${fmt(m('solo.target'), 2)} ms`,
+      verdict(`≤ ${fmt(m('solo.target'), 2)} ms/step`, m('solo.p50') <= m('solo.target'), `${fmt(m('solo.p50'), 2)} ms`),
+    ],
+    ['step commit alone (commit_transition)', '1', `p50 ${fmt(m('func.commit'), 3)} ms`, ...none, '', ''],
+  );
+  FUNC_ROWS.forEach((label, i) => {
+    const share = m(`func${i}.share`);
+    const goal = label.endsWith('1 KB') ? verdict('≤ 5% of a step commit', share <= 0.05, `${fmt(100 * share)}%`) : '';
+    rows.push([`func module run, ${label}`, '1', `p50 ${fmt(m(`func${i}.p50`), 3)} ms`, ...none, `${fmt(100 * share)}% of a step commit`, goal]);
+  });
+  rows.push([
+    'API start (POST /workflows, JWT, in a worker thread)',
+    '16',
+    `${fmt(m('starts.http'))} starts/s`,
+    ...none,
+    `${fmt(m('starts.ratio'), 2)} of engine.start() in process (${fmt(m('starts.local'))}/s)`,
+    '',
+  ]);
+  return markdownTable(['case', 'clients', 'result', 'write tx/step', 'commits/step', 'WAL fsyncs/step', 'vs floor', 'goal (issue 14): met or missed'], rows);
+}
+
+const began = performance.now();
+const service = await minimalService();
+const counter = await PgCounter.open(url);
+const meta = new pg.Client({ connectionString: url });
+await meta.connect();
+const setting = async (name: string) => (await meta.query<{ v: string }>('SELECT current_setting($1) AS v', [name])).rows[0]!.v;
+const version = await setting('server_version');
+const fsync = await setting('fsync');
+await meta.end();
+const rounds: Round[] = [];
+for (let i = 0; i < ROUNDS; i++) rounds.push(await round(counter, service.url));
+await counter.close();
+await service.close();
+const m = (key: string) => median(rounds.map((r) => r[key] ?? Number.NaN));
+
+out(
+  `engine bench${QUICK ? ' --quick' : ''}: ${WORKFLOWS} workflows × ${STEPS} steps a case, ${FLOOR_OPS} floor transactions a case, ${ROUNDS === 1 ? '1 round' : `median of ${ROUNDS} rounds`}, ` +
+    `${cpus().length} cores (${cpus()[0]?.model.trim()}), ${fmt(totalmem() / 2 ** 30)} GiB ` +
+    `(${fmt(freemem() / 2 ** 30)} free), Postgres ${version} (fsync ${fsync}) on the same machine`,
+);
+out(
+  `per step: write tx = xid delta, commits = pg_stat_database.xact_commit delta, WAL fsyncs = pg_stat_wal.wal_sync delta; ` +
+    `the bench's own queries subtracted (counted exactly); proxy starts not counted (done before, by another engine)`,
+);
 out('');
-out(`starts in process (engine.start), ${CONCURRENCY} callers  ${fmt(starts.local)} starts/s  (before ${fmt(starts.before)}, after ${fmt(starts.after)})`);
-out(`API start throughput, ${CONCURRENCY} HTTP clients         ${fmt(starts.http)} starts/s  = ${fmt(starts.ratio, 2)} of in process`);
+out(table(m));
+out('');
+out(`took ${fmt((performance.now() - began) / 1000)} s`);

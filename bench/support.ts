@@ -1,5 +1,6 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 
 /** The smallest owning service: answers every POST with `{"ok":true}`. */
@@ -23,14 +24,89 @@ export async function minimalService(): Promise<{ url: string; close(): Promise<
   };
 }
 
-/** Committed transactions of the database so far (flushed: idle backends report lazily). */
-export async function xactCommits(url: string): Promise<number> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  await new Promise((r) => setTimeout(r, 1200));
-  const res = await c.query<{ n: string }>('SELECT xact_commit AS n FROM pg_stat_database WHERE datname = current_database()');
-  await c.end();
-  return Number(res.rows[0]!.n);
+/** What a piece of work cost Postgres: transactions that wrote (took an xid), commits, WAL fsyncs. */
+export interface Counts {
+  writeTx: number;
+  commits: number;
+  walSyncs: number;
+}
+
+interface Reading {
+  xid: number;
+  commits: number;
+  walSyncs: number;
+}
+
+/** One statement, read-only: reading the next xid does not take one. */
+const READ = `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xid,
+  (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()) AS commits,
+  (SELECT wal_sync FROM pg_stat_wal) AS wal_syncs`;
+/** Other client connections still open: the work's backends report their stats as they exit. */
+const OTHERS = `SELECT count(*)::int AS n FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`;
+/** Backends report to the shared statistics lazily, within about a second of going idle. */
+const IDLE_REPORT_MS = 1200;
+
+/**
+ * Counts what a piece of work cost the database, from a connection of its own. Backends report
+ * commits and WAL syncs lazily, so the work closes its connections (a backend reports as it
+ * exits) and the count waits for them to be gone. The counter's own queries are counted exactly
+ * and subtracted: each is one read-only commit (no xid, no WAL), and before each reading it asks
+ * Postgres to report its own statistics at once (pg_stat_force_next_flush, Postgres 15).
+ * The server should be the bench's own: autovacuum is counted (it is the workload's cost), other
+ * clients would be too.
+ */
+export class PgCounter {
+  /** Statements this connection has sent: each is one commit of its own. */
+  #sent = 0;
+  private constructor(private readonly client: pg.Client) {}
+
+  static async open(url: string): Promise<PgCounter> {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    return new PgCounter(client);
+  }
+
+  /**
+   * Runs `work`, which calls `ended()` the moment its measured part is over (the xid is read
+   * then) and must then close every connection it opened. Connections open before `measure`
+   * should be idle. Returns what the measured part cost, and what `work` returned.
+   */
+  async measure<T>(work: (ended: () => Promise<void>) => Promise<T>): Promise<Counts & { result: T }> {
+    await sleep(IDLE_REPORT_MS); // idle connections opened before report what they did
+    const before = await this.#read();
+    const sentBefore = this.#sent - 1; // the reading's own commit is reported after it
+    let xidEnd: number | null = null;
+    const result = await work(async () => {
+      xidEnd = (await this.#read()).xid;
+    });
+    for (let waited = 0; (await this.#query<{ n: number }>(OTHERS)).n > 0; waited += 10) {
+      if (waited > 30_000) throw new Error('the measured work left connections open');
+      await sleep(10);
+    }
+    const after = await this.#read();
+    const own = this.#sent - 1 - sentBefore; // all but the last reading's own commit
+    return {
+      result,
+      writeTx: (xidEnd ?? after.xid) - before.xid,
+      commits: after.commits - before.commits - own,
+      walSyncs: after.walSyncs - before.walSyncs,
+    };
+  }
+
+  async #read(): Promise<Reading> {
+    await this.#query('SELECT pg_stat_force_next_flush()');
+    const row = await this.#query<{ xid: string; commits: string; wal_syncs: string }>(READ);
+    return { xid: Number(row.xid), commits: Number(row.commits), walSyncs: Number(row.wal_syncs) };
+  }
+
+  async #query<R extends object>(sql: string): Promise<R> {
+    this.#sent++;
+    return (await this.client.query(sql)).rows[0] as R;
+  }
+
+  async close(): Promise<void> {
+    await this.client.end();
+  }
 }
 
 /** Runs `task(i)` for i in [0, total) with at most `concurrency` at a time. */
@@ -47,4 +123,16 @@ export function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 }
 
-export const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+export function median(values: number[]): number {
+  return percentile([...values].sort((a, b) => a - b), 50);
+}
+
+export const fmt = (n: number, digits = 0) =>
+  Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '–';
+
+/** A markdown table with padded columns: readable in a terminal, pasteable into a note. */
+export function markdownTable(header: string[], rows: string[][]): string {
+  const width = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(width[i]!)).join(' | ')} |`;
+  return [line(header), `|${width.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.map(line)].join('\n');
+}
