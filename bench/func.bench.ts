@@ -11,10 +11,18 @@ import { performance } from 'node:perf_hooks';
 import { type Db, openDb } from '../engine/store/db.ts';
 import { dropSchema, migrate } from '../engine/store/migrate.ts';
 import { createFuncRuntime, type FuncRunRequest } from '../host-functions/index.ts';
-import { instantiate, runModule } from '../host-functions/runtime/run-module.mjs';
+import { wasm } from '../host-functions/inspect/wasm-api.ts';
+import type { RunTask, WorkerOutcome } from '../host-functions/runtime/protocol.ts';
 import { buildTestModules, TEST_MEMORY_PAGES } from '../test/host-functions/helpers/test-modules.ts';
 import { fmt, percentile } from './support.ts';
 import { stepCommitLatencies } from './step-commit.ts';
+
+/** The worker's own code (plain JavaScript, no declarations), used here on this thread. */
+type Instance = object;
+const { instantiate, runModule } = (await import('../host-functions/runtime/run-module.mjs' as string)) as {
+  instantiate(module: WebAssembly.Module, imports: readonly string[]): Promise<Instance>;
+  runModule(task: RunTask, log: () => void, ready: Instance): Promise<WorkerOutcome>;
+};
 
 const QUICK = process.argv.includes('--quick');
 const RUNS = QUICK ? 150 : 500;
@@ -77,8 +85,8 @@ try {
   /** The same run on this thread, on an instance made before the clock starts. */
   const onThisThread = async (c: Case) => {
     const req = request(c);
-    const module = new WebAssembly.Module(await built.load(req.moduleHash));
-    const task = {
+    const module = await wasm.compile(await built.load(req.moduleHash));
+    const task: RunTask = {
       id: 0,
       moduleHash: req.moduleHash,
       module,
@@ -93,9 +101,9 @@ try {
     for (let i = 0; i < RUNS; i++) {
       const ready = await instantiate(module, req.declaredImports);
       const s0 = performance.now();
-      const o = await runModule(task, () => {}, ready);
+      const outcome = await runModule(task, () => {}, ready);
       lat.push(performance.now() - s0);
-      if (o.kind !== 'done') throw new Error(`bench run ended ${o.kind}`);
+      if (outcome.kind !== 'done') throw new Error(`bench run ended ${outcome.kind}`);
     }
     return lat.sort((a, b) => a - b);
   };
@@ -121,6 +129,12 @@ try {
       `${r.label.padEnd(26)}${ms(p50)} ${ms(percentile(r.spaced, 99))}${`${fmt(100 * ratio, 1)}%`.padStart(10)}${verdict.padStart(8)}   ${ms(percentile(r.b2b, 50))} ms   ${ms(percentile(r.local, 50))} ms`,
     );
   }
+  // What bounds the 64 KB rows: Extism 1.0.3 moves input and output 8 bytes per JS host call
+  // (input_load_u64 / store_u64), on whichever thread runs the module.
+  const local = (i: number) => percentile(rows[i]!.local, 50);
+  const perKb = (local(2) - local(0)) / 63;
+  out(`\n64 KB: ${fmt(1000 * perKb, 1)} µs per extra KB in+out on this thread (${fmt(local(2), 2)} of ${fmt(percentile(rows[2]!.spaced, 50), 2)} ms),`);
+  out(`  i.e. 2 × 8,192 host calls of 8 bytes each (Extism 1.0.3's ABI); the worker hop adds ${fmt(percentile(rows[0]!.spaced, 50) - local(0), 3)} ms at 1 KB.`);
 } finally {
   await runtime.close();
   await built.cleanup();
