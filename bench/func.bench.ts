@@ -133,7 +133,7 @@ try {
   // (input_load_u64 / store_u64), on whichever thread runs the module.
   const local = (i: number) => percentile(rows[i]!.local, 50);
   const perKb = (local(2) - local(0)) / 63;
-  out(`\n64 KB: ${fmt(1000 * perKb, 1)} µs per extra KB in+out on this thread (${fmt(local(2), 2)} of ${fmt(percentile(rows[2]!.spaced, 50), 2)} ms),`);
+  out(`\n64 KB: ${fmt(1000 * perKb, 1)} µs per extra KB in+out on this thread (64 KB: ${fmt(local(2), 2)} ms here, ${fmt(percentile(rows[2]!.spaced, 50), 2)} ms via a worker),`);
   out(`  i.e. 2 × 8,192 host calls of 8 bytes each (Extism 1.0.3's ABI); the worker hop adds ${fmt(percentile(rows[0]!.spaced, 50) - local(0), 3)} ms at 1 KB.`);
 } finally {
   await runtime.close();
