@@ -172,20 +172,30 @@ const busy = [...byCat].filter(([c]) => c !== 'idle').reduce((s, [, v]) => s + v
 
 out(`cpu bench: ${WORKFLOWS} workflows × ${STEPS} proxy steps, concurrency ${CONCURRENCY}, ${fmt(steps / (wallMs / 1000))} steps/s over ${fmt(wallMs / 1000, 1)} s`);
 out(`engine process CPU (process.cpuUsage, user+system): ${fmt((cpu.user + cpu.system) / steps, 0)} µs/step (user ${fmt(cpu.user / steps, 0)}, system ${fmt(cpu.system / steps, 0)})`);
-out(`V8 profile, sampled every ${SAMPLE_US} µs: self time per step`);
+// The sampler charges the wall time between two samples to the frame it caught, so time the
+// process spent descheduled (a busy shared box) inflates every row alike. The second column
+// spreads the process's measured CPU (process.cpuUsage) by the profile's shares instead.
+const cpuUs = cpu.user + cpu.system;
+const scale = cpuUs / busy;
+const row = (label: string, us: number, bold = false) => {
+  const b = bold ? '**' : '';
+  out(`| ${b}${label}${b} | ${b}${fmt(perStep(us), 1)}${b} | ${b}${fmt(perStep(us * scale), 1)}${b} |`);
+};
+out(`V8 profile, sampled every ${SAMPLE_US} µs: self time per step; profiled busy time ${fmt(perStep(busy), 0)} µs/step against ${fmt(perStep(cpuUs), 0)} µs/step of process CPU`);
 out('');
-out('| category | µs/step |');
-out('|---|---:|');
-for (const c of ['JSONata', 'zod', 'JSON and canonical JSON', 'pg protocol', 'HTTP client', 'core']) out(`| ${c} | ${fmt(perStep(get(c)), 1)} |`);
-out(`| the rest | ${fmt(perStep(restTotal), 1)} |`);
+out('| category | µs/step (profile) | µs/step (scaled to process CPU) |');
+out('|---|---:|---:|');
+for (const c of ['JSONata', 'zod', 'JSON and canonical JSON', 'pg protocol', 'HTTP client', 'core']) row(c, get(c));
+row('the rest', restTotal);
 for (const [c, v] of [...byCat].filter(([c]) => c.startsWith('rest')).sort((a, b) => b[1] - a[1])) {
-  if (perStep(v) >= 1) out(`| &nbsp;&nbsp;${c.slice('rest: '.length)} | ${fmt(perStep(v), 1)} |`);
+  if (perStep(v) >= 1) row(`&nbsp;&nbsp;${c.slice('rest: '.length)}`, v);
 }
-out(`| GC | ${fmt(perStep(get('GC')), 1)} |`);
-out(`| **engine CPU per step (all but idle)** | **${fmt(perStep(busy), 0)}** |`);
+row('GC', get('GC'));
+row('engine CPU per step (all but idle)', busy, true);
 const beyond = busy - get('pg protocol') - get('HTTP client');
-out(`| **beyond pg and HTTP (aim ≤ ${AIM_US})** | **${fmt(perStep(beyond), 0)}** — ${perStep(beyond) <= AIM_US ? 'met' : 'missed'} |`);
-out(`| idle (waiting on I/O; not CPU) | ${fmt(perStep(get('idle')), 0)} |`);
+row(`beyond pg and HTTP (aim ≤ ${AIM_US})`, beyond, true);
+out(`goal: engine CPU beyond pg and HTTP ≤ ${AIM_US} µs/step — ${perStep(beyond * scale) <= AIM_US ? 'met' : 'missed'} (${fmt(perStep(beyond * scale), 0)} µs/step scaled to process CPU, ${fmt(perStep(beyond), 0)} as profiled)`);
+out(`idle (waiting on I/O; not CPU): ${fmt(perStep(get('idle')), 0)} µs/step`);
 out('');
 out('top self-time functions, with the row they are counted in (µs/step):');
 for (const [k, v] of topFns) out(`  ${fmt(perStep(v), 1).padStart(6)}  ${k}`);
