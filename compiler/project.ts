@@ -1,4 +1,5 @@
-import { type Diagnostic, Project, type SourceFile, ts } from 'ts-morph';
+import type { CompilerOptions, Diagnostic, SourceFile } from 'ts-morph';
+import { Project, ts } from './ts-morph.ts';
 import type { CompileDiagnostic } from './errors.ts';
 import { CompileErrorCode } from './errors.ts';
 
@@ -48,7 +49,7 @@ export function createTsProjects(tsConfigFilePath: string | null): TsProjects {
 }
 
 /** A ts-morph project with the author's compiler options and `overrides`; files are added explicitly. */
-function createTsProject(tsConfigFilePath: string | null, overrides: ts.CompilerOptions): Project {
+function createTsProject(tsConfigFilePath: string | null, overrides: CompilerOptions): Project {
   return tsConfigFilePath === null
     ? new Project({
         compilerOptions: {
