@@ -1,4 +1,5 @@
-import { Node, type SourceFile } from 'ts-morph';
+import type { SourceFile } from 'ts-morph';
+import { Node } from './ts-morph.ts';
 
 /** The property the instrumented bundle sets on each mapping function: `<file index>#<node index>`. */
 export const LOC_KEY = 'sentin8.flow.loc';

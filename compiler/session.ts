@@ -8,7 +8,7 @@ import { type Manifest, renderArtifacts, writeArtifacts } from './emit.ts';
 import { type CompileDiagnostic, CompileError, CompileErrorCode } from './errors.ts';
 import { type Instrumented, instrument } from './instrument.ts';
 import { checkVersions, lockKey, readLock, writeLock } from './lock/lockfile.ts';
-import { createTsProject, typeDiagnostics } from './project.ts';
+import { createTsProjects } from './project.ts';
 
 export interface CompileOptions {
   /** Project directory: holds the config, and output paths are relative to it. */
@@ -56,12 +56,11 @@ export async function createCompiler(options: CompileOptions): Promise<CompilerS
       { code: CompileErrorCode.noWorkflows, message: `no file under ${config.roots.join(', ')} imports sentin8-flow/sdk`, file: portablePath(process.cwd(), root) || '.' },
     ]);
   }
-  const project = createTsProject(findTsConfig(root));
-  const sources = new Map<string, SourceFile>(files.map((f) => [f, project.addSourceFileAtPath(f)]));
+  const projects = createTsProjects(findTsConfig(root));
   const instrumented = new Map<string, Instrumented>();
   const ids = new Map(files.map((f, i) => [f, i]));
   const label = (path: string) => portablePath(root, path);
-  const reinstrument = (f: string) => instrumented.set(f, instrument(sources.get(f)!, ids.get(f)!));
+  const reinstrument = (f: string) => instrumented.set(f, instrument(projects.source(f), ids.get(f)!));
   files.forEach(reinstrument);
   const bundler: Bundler = createBundler((p) => instrumented.get(p)?.text, root);
   const results = new Map<string, FileResult>();
@@ -79,7 +78,7 @@ export async function createCompiler(options: CompileOptions): Promise<CompilerS
     let dirty = files;
     if (changed !== undefined) {
       const set = new Set(changed.map((c) => resolve(c)));
-      for (const path of set) project.getSourceFile(path)?.refreshFromFileSystemSync();
+      projects.refresh(set);
       for (const f of files) if (set.has(f)) reinstrument(f);
       dirty = files.filter((f) => set.has(f) || (deps.get(f) ?? []).some((d) => set.has(d)));
     }
@@ -88,10 +87,10 @@ export async function createCompiler(options: CompileOptions): Promise<CompilerS
       (value) => ({ ok: true as const, value }),
       (error: unknown) => ({ ok: false as const, error }),
     );
-    const typeErrors = typeDiagnostics(
-      dirty.map((f) => sources.get(f)!),
-      (sf) => label(sf.getFilePath()),
-    );
+    const checked = projects.check(dirty, (sf) => label(sf.getFilePath()));
+    // Mappings are translated from the syntax nodes of the project that type-checked them.
+    if (checked.switched) files.forEach(reinstrument);
+    const typeErrors = checked.diagnostics;
     const bundled = await bundling;
     if (!bundled.ok) throw bundled.error;
     const bundles = bundled.value;

@@ -1,4 +1,5 @@
-import { type ArrowFunction, type CallExpression, type Expression, Node, SyntaxKind } from 'ts-morph';
+import type { ArrowFunction, CallExpression, Expression } from 'ts-morph';
+import { Node, SyntaxKind } from '../ts-morph.ts';
 import { CompileErrorCode } from '../errors.ts';
 import { ExprError, snippet } from './expr-error.ts';
 import { atom, type J, operand } from './jsonata-syntax.ts';

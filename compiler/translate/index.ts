@@ -1,4 +1,4 @@
-import { Node } from 'ts-morph';
+import { Node } from '../ts-morph.ts';
 import { CompileErrorCode } from '../errors.ts';
 import { arrowBody } from './calls.ts';
 import { ExprError } from './expr-error.ts';

@@ -1,4 +1,5 @@
-import { Node, type ObjectLiteralExpression, type TemplateExpression, type ArrayLiteralExpression, SyntaxKind } from 'ts-morph';
+import type { ObjectLiteralExpression, TemplateExpression, ArrayLiteralExpression } from 'ts-morph';
+import { Node, SyntaxKind } from '../ts-morph.ts';
 import { CompileErrorCode } from '../errors.ts';
 import { ExprError, snippet } from './expr-error.ts';
 import { atom, type J, op, operand, stringLiteral } from './jsonata-syntax.ts';

@@ -1,4 +1,5 @@
-import { type BinaryExpression, type ConditionalExpression, Node, type PrefixUnaryExpression, SyntaxKind } from 'ts-morph';
+import type { BinaryExpression, ConditionalExpression, PrefixUnaryExpression } from 'ts-morph';
+import { Node, SyntaxKind } from '../ts-morph.ts';
 import { CompileErrorCode } from '../errors.ts';
 import { ExprError, snippet } from './expr-error.ts';
 import { atom, type J, op, operand } from './jsonata-syntax.ts';

@@ -1,4 +1,5 @@
-import { type BindingElement, type Node, type ParameterDeclaration, SyntaxKind } from 'ts-morph';
+import type { BindingElement, Node, ParameterDeclaration } from 'ts-morph';
+import { SyntaxKind } from '../ts-morph.ts';
 import { CompileErrorCode } from '../errors.ts';
 import { ExprError } from './expr-error.ts';
 import { fieldName, variableName } from './jsonata-syntax.ts';

@@ -1,4 +1,5 @@
-import { type Expression, Node, SyntaxKind } from 'ts-morph';
+import type { Expression } from 'ts-morph';
+import { Node, SyntaxKind } from '../ts-morph.ts';
 import { CompileErrorCode } from '../errors.ts';
 import { translateCall } from './calls.ts';
 import { ExprError, snippet } from './expr-error.ts';

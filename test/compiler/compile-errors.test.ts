@@ -67,3 +67,22 @@ test('a directory without definitions fails with COMPILE_NO_WORKFLOWS', async ()
     empty.dispose();
   }
 });
+
+describe('a definition that needs ambient types', () => {
+  // The lean check leaves @types/* out; `process` then has no type, and the compiler must fall
+  // back to the author's own options rather than report an error tsc would not.
+  const ambient = scratchProject({
+    'flow.ts': flowSource(
+      "const domain = process.env['FLOW_DOMAIN'] ?? 't';\n" +
+        "export const ambient = workflow({ logicId: 't.ambient', version: 1, domain, input: z.object({ n: z.number() }) })\n" +
+        "  .proxy('a', { path: '/a', input: ({ input }) => ({ twice: input.n * 2 }) });",
+    ),
+  });
+  afterAll(() => ambient.dispose());
+
+  test('compiles under the author options, with its mappings translated', async () => {
+    const result = await compile({ root: ambient.dir, write: false });
+    expect(result.versions.map((v) => v.doc.logicId)).toEqual(['t.ambient']);
+    expect(result.versions[0]!.doc.steps['a']).toMatchObject({ input: '{"twice": input.n * 2}' });
+  });
+});

@@ -215,17 +215,24 @@ describe.skipIf(!process.env['DATABASE_URL'] || !PgCluster.available())(
       // A call for a committed key is a committed step run again — unless it is the late arrival
       // of a call a SIGSTOPped worker had begun before it lost its lease, which the service's
       // ledger answered from its record (no second effect): counted, not excused, when applied.
+      // The service asks the store, as each call arrives, whether the key's success is committed;
+      // during a Postgres restart that question waits, and the answer describes a later moment.
+      // So a call is a re-run only if it arrived after the success was written (finished_at, the
+      // same machine's clock) — a call held up behind the restart was in flight before it.
       // An `http` step's URL is the definition's, the same for every worker, so its sender is not
-      // in the path: a late call answered from the ledger counts as the paused worker's only when
-      // it arrived within 5 s of a worker being let go (SIGCONT), with an attempt no later than
-      // the one that succeeded (it was prepared before the commit). Counted apart, never hidden.
+      // in the path: a late call answered from the ledger counts as a paused worker's only when it
+      // arrived within 5 s of a worker being let go (SIGCONT), with an attempt no later than the one
+      // that succeeded. Both are counted apart in the report, never hidden.
       const succeeded = await succeededAttempts(db);
       let lateFromPaused = 0;
       let lateHttpAfterResume = 0;
+      let heldBehindRestart = 0;
       for (const d of svc.ledger.deliveries.filter((x) => x.afterCommit)) {
-        const prepared = d.attempt <= (succeeded.get(`${d.kind}|${d.key.replace(/:call:\d+$/, '')}`) ?? 0);
+        const success = succeeded.get(`${d.kind}|${d.key.replace(/:call:\d+$/, '')}`);
+        const prepared = success !== undefined && d.attempt <= success.attempt;
         const afterResume = d.at !== undefined && resumedAt.some((t) => d.at! >= t && d.at! - t < 5000);
         if (d.outcome === 'replayed' && paused.has(d.via)) lateFromPaused++;
+        else if (d.outcome === 'replayed' && d.at !== undefined && success !== undefined && d.at < success.atMs) heldBehindRestart++;
         else if (d.outcome === 'replayed' && d.via === '/http' && prepared && afterResume) lateHttpAfterResume++;
         else violations.push(`committed step ran again: ${d.key}#${d.attempt} (${d.op} via ${d.via}, ${d.outcome})`);
       }
@@ -261,6 +268,7 @@ describe.skipIf(!process.env['DATABASE_URL'] || !PgCluster.available())(
         workerProcesses: everyWorker.length,
         lateFromPaused,
         lateHttpAfterResume,
+        heldBehindRestart,
         violations: violations.length,
       };
       console.log(`chaos soak: ${JSON.stringify(figures)}\n${violations.slice(0, 20).join('\n')}`);
@@ -301,6 +309,7 @@ counts per minute are noisy; the violations are not.
 | calls delivered (applied, replayed from the ledger, transient, refused) | ${f['deliveries']} (${f['applied']}, ${f['replayed']}, ${f['transient']}, ${f['refused']}) |
 | calls for a committed key that arrived late from a worker SIGSTOPped mid-call, answered from the ledger (no second effect) | ${f['lateFromPaused']} |
 | \`http\` step calls (no sender in the path) for a committed key, arriving within 5 s of a SIGCONT with an attempt prepared before the commit, answered from the ledger | ${f['lateHttpAfterResume']} |
+| calls that arrived before their key's success was written, whose "committed yet?" probe waited out a Postgres restart, answered from the ledger | ${f['heldBehindRestart']} |
 | **invariant violations** | **${violations.length}** |
 
 Invariants checked after the run: no call arrived for a key whose success was committed and

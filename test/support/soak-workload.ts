@@ -98,12 +98,17 @@ export function soakOperations(): Record<string, (body: unknown, info: DeliveryI
 }
 
 /** A call whose key already has a committed success and no attempt open under it: a committed step run again. */
-/** The attempt that succeeded, per `kind|idempotency key`: a later call with a higher attempt was prepared after the commit. */
-export async function succeededAttempts(db: Db): Promise<Map<string, number>> {
-  const res = await db.pool.query<{ k: string; attempt: number }>(
-    `SELECT kind || '|' || idempotency_key AS k, max(attempt)::int AS attempt FROM step_runs WHERE state = 'succeeded' AND idempotency_key IS NOT NULL GROUP BY 1`,
+/**
+ * Per `kind|idempotency key`, the attempt that succeeded and when its success was written (ms since
+ * the epoch, the commit's own clock): a call that arrived before then was in flight, not a re-run.
+ */
+export async function succeededAttempts(db: Db): Promise<Map<string, { attempt: number; atMs: number }>> {
+  const res = await db.pool.query<{ k: string; attempt: number; at_ms: number }>(
+    `SELECT kind || '|' || idempotency_key AS k, max(attempt)::int AS attempt,
+            (extract(epoch FROM min(finished_at)) * 1000)::float8 AS at_ms
+       FROM step_runs WHERE state = 'succeeded' AND idempotency_key IS NOT NULL GROUP BY 1`,
   );
-  return new Map(res.rows.map((r) => [r.k, r.attempt]));
+  return new Map(res.rows.map((r) => [r.k, { attempt: r.attempt, atMs: r.at_ms }]));
 }
 
 export async function committedAndClosed(db: Db, info: DeliveryInfo): Promise<boolean> {
