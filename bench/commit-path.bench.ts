@@ -88,6 +88,7 @@ await new Promise((r) => setTimeout(r, 500));
 sent.clear();
 await new Promise((r) => setTimeout(r, 3000));
 const idlePerSec = [...sent.values()].reduce((a, b) => a + b, 0) / 3;
+const idleSent = [...sent].sort((x, y) => y[1] - x[1]).slice(0, 5);
 await idle.close();
 
 const before = await snapshot(watcher, schema);
@@ -126,3 +127,4 @@ const total = [...sent.values()].reduce((a, b) => a + b, 0);
 out(`statements sent/step           ${per(total)}`);
 for (const [k, n] of [...sent].sort((a, b) => b[1] - a[1]).slice(0, 10)) out(`  ${per(n).padStart(6)}  ${k}`);
 out(`idle engine, statements/s      ${fmt(idlePerSec, 1)}`);
+for (const [k, n] of idleSent) out(`  ${fmt(n / 3, 1).padStart(6)}  ${k}`);
