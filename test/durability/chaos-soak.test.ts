@@ -13,7 +13,7 @@ import { buildTestModules, type BuiltTestModules } from '../host-functions/helpe
 import { OPERATOR } from '../support/engine.ts';
 import { LedgerService } from '../support/ledger-service.ts';
 import { PgCluster } from '../support/pg-cluster.ts';
-import { type Mode, committedAndClosed, soakLogics, soakOperations, storeViolations } from '../support/soak-workload.ts';
+import { type Mode, committedAndClosed, soakLogics, soakOperations, storeViolations, succeededAttempts } from '../support/soak-workload.ts';
 import { attemptViolations, retrying, waitFor } from '../support/store-checks.ts';
 import { killAll, WorkerProcess } from '../support/worker-process.ts';
 
@@ -106,6 +106,8 @@ describe.skipIf(!process.env['DATABASE_URL'] || !PgCluster.available())(
       };
       /** Worker prefixes that were SIGSTOPped at some point: their in-flight calls may land late. */
       const paused = new Set<string>();
+      /** When each SIGSTOPped worker was let go again. */
+      const resumedAt: number[] = [];
       let n = 0;
       let running = true;
 
@@ -131,6 +133,7 @@ describe.skipIf(!process.env['DATABASE_URL'] || !PgCluster.available())(
             w.signal('SIGSTOP');
             await sleep(LEASE_MS + 1000);
             w.signal('SIGCONT');
+            resumedAt.push(Date.now());
           }
           faults[kind]++;
         }
@@ -212,9 +215,18 @@ describe.skipIf(!process.env['DATABASE_URL'] || !PgCluster.available())(
       // A call for a committed key is a committed step run again — unless it is the late arrival
       // of a call a SIGSTOPped worker had begun before it lost its lease, which the service's
       // ledger answered from its record (no second effect): counted, not excused, when applied.
+      // An `http` step's URL is the definition's, the same for every worker, so its sender is not
+      // in the path: a late call answered from the ledger counts as the paused worker's only when
+      // it arrived within 5 s of a worker being let go (SIGCONT), with an attempt no later than
+      // the one that succeeded (it was prepared before the commit). Counted apart, never hidden.
+      const succeeded = await succeededAttempts(db);
       let lateFromPaused = 0;
+      let lateHttpAfterResume = 0;
       for (const d of svc.ledger.deliveries.filter((x) => x.afterCommit)) {
+        const prepared = d.attempt <= (succeeded.get(`${d.kind}|${d.key.replace(/:call:\d+$/, '')}`) ?? 0);
+        const afterResume = d.at !== undefined && resumedAt.some((t) => d.at! >= t && d.at! - t < 5000);
         if (d.outcome === 'replayed' && paused.has(d.via)) lateFromPaused++;
+        else if (d.outcome === 'replayed' && d.via === '/http' && prepared && afterResume) lateHttpAfterResume++;
         else violations.push(`committed step ran again: ${d.key}#${d.attempt} (${d.op} via ${d.via}, ${d.outcome})`);
       }
       violations.push(...(await storeViolations(db, svc.ledger, compensable)));
@@ -248,6 +260,7 @@ describe.skipIf(!process.env['DATABASE_URL'] || !PgCluster.available())(
         refused: ledger.count('refused'),
         workerProcesses: everyWorker.length,
         lateFromPaused,
+        lateHttpAfterResume,
         violations: violations.length,
       };
       console.log(`chaos soak: ${JSON.stringify(figures)}\n${violations.slice(0, 20).join('\n')}`);
@@ -287,6 +300,7 @@ counts per minute are noisy; the violations are not.
 | approvals / cancels / retries that succeeded (refused; cut off by a fault, outcome unknown) | ${f.verbs['resume']} / ${f.verbs['cancel']} / ${f.verbs['retry']} (${f.verbs['refused']}; ${f.verbs['unknown']}) |
 | calls delivered (applied, replayed from the ledger, transient, refused) | ${f['deliveries']} (${f['applied']}, ${f['replayed']}, ${f['transient']}, ${f['refused']}) |
 | calls for a committed key that arrived late from a worker SIGSTOPped mid-call, answered from the ledger (no second effect) | ${f['lateFromPaused']} |
+| \`http\` step calls (no sender in the path) for a committed key, arriving within 5 s of a SIGCONT with an attempt prepared before the commit, answered from the ledger | ${f['lateHttpAfterResume']} |
 | **invariant violations** | **${violations.length}** |
 
 Invariants checked after the run: no call arrived for a key whose success was committed and

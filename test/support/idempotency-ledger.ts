@@ -8,6 +8,8 @@ export interface DeliveryInfo {
   /** Who sent it: a worker process, an engine. */
   via: string;
   kind: 'step' | 'compensation';
+  /** When it arrived (ms since the epoch), where the sender records it. */
+  at?: number;
 }
 
 export interface Delivery extends DeliveryInfo {

@@ -107,6 +107,7 @@ export class LedgerService {
       workflowId: req.headers['x-flow-workflow-id'] ?? '',
       via: prefix,
       kind: kindOfKey(key),
+      at: Date.now(),
     };
     // asked before anything else happens, so the answer describes the moment of arrival
     const afterCommit = (await this.opts.committed?.(info)) ?? false;

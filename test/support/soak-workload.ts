@@ -98,6 +98,14 @@ export function soakOperations(): Record<string, (body: unknown, info: DeliveryI
 }
 
 /** A call whose key already has a committed success and no attempt open under it: a committed step run again. */
+/** The attempt that succeeded, per `kind|idempotency key`: a later call with a higher attempt was prepared after the commit. */
+export async function succeededAttempts(db: Db): Promise<Map<string, number>> {
+  const res = await db.pool.query<{ k: string; attempt: number }>(
+    `SELECT kind || '|' || idempotency_key AS k, max(attempt)::int AS attempt FROM step_runs WHERE state = 'succeeded' AND idempotency_key IS NOT NULL GROUP BY 1`,
+  );
+  return new Map(res.rows.map((r) => [r.k, r.attempt]));
+}
+
 export async function committedAndClosed(db: Db, info: DeliveryInfo): Promise<boolean> {
   const res = await db.pool.query<{ done: boolean; open: boolean }>(
     `SELECT bool_or(state = 'succeeded') AS done, bool_or(state IN ('running', 'parked')) AS open
