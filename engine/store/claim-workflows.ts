@@ -10,17 +10,18 @@ import type { Client, Queryable } from './tx.ts';
  * pass the pool: a claim is one round trip.
  */
 export async function claimWorkflows(on: Queryable, args: { limit: number; leaseMs: number }): Promise<Stored[]> {
-  const res = await on.query<WorkflowRow>('SELECT * FROM claim_workflows($1, $2)', [args.limit, args.leaseMs]);
+  // named, as the heartbeat: prepared once per connection, sent by every worker again and again
+  const res = await on.query<WorkflowRow>({ name: 'flow_claim', text: 'SELECT * FROM claim_workflows($1, $2)', values: [args.limit, args.leaseMs] });
   return res.rows.map(toStored);
 }
 
 /** Extends a held lease; false when the lease was lost (the caller must stop working on it). */
 export async function heartbeat(c: Client, args: { id: string; token: string; leaseMs: number }): Promise<boolean> {
-  const res = await c.query(
-    `UPDATE workflows SET lease_expires_at = now() + $3::float8 * interval '1 millisecond'
-     WHERE id = $1 AND lease_token = $2`,
-    [args.id, args.token, args.leaseMs],
-  );
+  const res = await c.query({
+    name: 'flow_heartbeat',
+    text: `UPDATE workflows SET lease_expires_at = now() + $3::float8 * interval '1 millisecond' WHERE id = $1 AND lease_token = $2`,
+    values: [args.id, args.token, args.leaseMs],
+  });
   return res.rowCount === 1;
 }
 

@@ -69,7 +69,8 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
   if ('pool' in on && (fanning || childEnded)) return inEnv(on, to.env, (c) => commitTransition(c, from, t, opts));
 
   const queryable = 'pool' in on ? on.pool : on;
-  const res = await queryable.query<{ n: number }>('SELECT commit_journaled($1::jsonb) AS n', [JSON.stringify(param)]);
+  // named: each connection parses and plans it once (every step sends it)
+  const res = await queryable.query<{ n: number }>({ name: 'flow_commit', text: 'SELECT commit_journaled($1::jsonb) AS n', values: [JSON.stringify(param)] });
   if (res.rows[0]!.n !== 1) return false;
   await writeFanOut(on as Client, t, opts);
   if (childEnded) await signalParent(on as Client, to, to.parentSeq!);

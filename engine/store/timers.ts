@@ -15,7 +15,7 @@ export interface FiredTimers {
  * itself: pass the pool, and a poll is one round trip.
  */
 export async function fireDueTimers(on: Queryable, limit: number): Promise<FiredTimers> {
-  const res = await on.query<{ fired: number; next_due_ms: number | null }>('SELECT * FROM fire_due_timers($1)', [limit]);
+  const res = await on.query<{ fired: number; next_due_ms: number | null }>({ name: 'flow_fire_timers', text: 'SELECT * FROM fire_due_timers($1)', values: [limit] });
   const row = res.rows[0]!;
   return { fired: row.fired, nextDueMs: row.next_due_ms };
 }
