@@ -123,7 +123,9 @@ describe.skipIf(url === undefined)('the standalone engine, end to end on Postgre
     expect(service.log.find((l) => l.path === '/notify')?.status).toBe(202);
     expect(service.callbacks).toEqual([{ workflowId: id, state: 'completed' }]);
 
-    // the audit names the token subject, never a body field; capture saw her as the approver
+    // the audit names the token subject, never a body field, and so does the decision the later
+    // steps see (and forward as X-Flow-Approved-By)
+    expect(done.steps.find((s) => s.step === 'approval')?.output).toMatchObject({ option: 'approve', approvedBy: 'alice@payments' });
     const reader = createFlowClient({ baseUrl: engineUrl, env: ENV, token: await mint('auditor', 'flow:read') });
     const history = await fetch(`${engineUrl}/v1/envs/${ENV}/workflows/${id}/history`, {
       headers: { authorization: `Bearer ${await mint('auditor', 'flow:read')}` },
