@@ -15,7 +15,12 @@ CREATE TABLE change_watchers (
   until timestamptz NOT NULL
 );
 
--- read by the trigger in whichever role writes the row; written by the watcher as the scheduler
+-- Not an env's data: read by the trigger in whichever role writes the row (so every role may
+-- read it), written by the watcher as the scheduler. RLS forced all the same, as on every table.
+ALTER TABLE change_watchers ENABLE ROW LEVEL SECURITY;
+ALTER TABLE change_watchers FORCE ROW LEVEL SECURITY;
+CREATE POLICY readers ON change_watchers FOR SELECT USING (true);
+CREATE POLICY scheduler ON change_watchers TO flow_engine USING (true) WITH CHECK (true);
 GRANT SELECT ON change_watchers TO flow_app, flow_engine;
 GRANT INSERT, UPDATE, DELETE ON change_watchers TO flow_engine;
 
