@@ -7,7 +7,7 @@
  * options to scripts/with-postgres.sh) it also lists the server's top statements by calls.
  * Prints tables; asserts nothing.
  *
- *   npm run bench:commits [-- --concurrency 64]      (BENCH_WORKFLOWS overrides the 200)
+ *   npm run bench:commits [-- --concurrency 64] [--watched]      (BENCH_WORKFLOWS overrides the 200)
  */
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -116,7 +116,9 @@ const observer: TransitionObserver = {
     if (committed && TERMINAL_STATES.has(t.instance.state) && ++ended === WORKFLOWS) done();
   },
 };
-if (process.env['NO_CHANGE_TRIGGER']) await meta.query(`ALTER TABLE ${schema}.workflows DISABLE TRIGGER workflows_notify_change`);
+// --watched: as if a console page were open all along (a live change_watchers row, migration 0013)
+const WATCHED = process.argv.includes('--watched');
+if (WATCHED) await meta.query(`INSERT INTO ${schema}.change_watchers (id, until) VALUES (gen_random_uuid(), now() + interval '1 hour')`);
 const db = await openDb(url, { schema, poolSize: CONCURRENCY + 4 });
 const engine = new Engine({ db, executors: { handlers: new Map([['BENCH', { url: service.url }]]) }, worker: { concurrency: CONCURRENCY, pollMs: 20 }, observer });
 
@@ -153,7 +155,7 @@ await service.close();
 const steps = WORKFLOWS * STEPS;
 const sentTotal = [...sent.tx.values()].reduce((a, b) => a + b, 0);
 const serverCommits = Number(after.commits) - Number(before.commits) - ownMeta;
-out(`commit sources: ${WORKFLOWS} workflows × ${STEPS} proxy steps, concurrency ${CONCURRENCY}, ${fmt(steps / seconds)} steps/s`);
+out(`commit sources: ${WORKFLOWS} workflows × ${STEPS} proxy steps, concurrency ${CONCURRENCY}${WATCHED ? ', a console page watching' : ''}, ${fmt(steps / seconds)} steps/s`);
 out('');
 const rows = [...sent.tx.entries()].sort((a, b) => b[1] - a[1]).map(([k, n]) => [k, fmt(n), fmt(n / steps, 3)]);
 rows.push(['**all the engine process sent**', fmt(sentTotal), fmt(sentTotal / steps, 3)]);
