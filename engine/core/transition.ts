@@ -44,7 +44,7 @@ export class Draft {
     /** The caller holds the lease and runs the next prepared attempt itself (a worker going on). */
     readonly goOn = false,
   ) {
-    // Outputs are immutable values (nothing in the core changes one in place; test/core/
+    // Outputs are immutable values (nothing in the core changes one in place; test/engine/
     // outputs-immutable.test.ts holds it to that): copying their map, not each output, keeps a
     // transition's cost independent of how many steps came before it.
     const { outputs } = from.ctx;
