@@ -1,5 +1,6 @@
 import jsonata from 'jsonata';
 import { ExpressionFailed } from './errors.ts';
+import { copyJson } from './copy-json.ts';
 import type { Instance, JsonValue } from './instance.ts';
 
 const MAX_CACHED = 10_000;
@@ -93,7 +94,7 @@ export function contextOf(inst: Instance, extra: Record<string, JsonValue> = {})
 function copiedOnRead(outputs: Record<string, JsonValue>): Record<string, JsonValue> {
   const copies = new Map<string, JsonValue>();
   const copy = (step: string): JsonValue => {
-    if (!copies.has(step)) copies.set(step, structuredClone(outputs[step]!));
+    if (!copies.has(step)) copies.set(step, copyJson(outputs[step]!));
     return copies.get(step)!;
   };
   return new Proxy(outputs, {

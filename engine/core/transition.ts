@@ -1,6 +1,7 @@
 import type { FlowErrorBody, LogicVersion, TransitionCause } from '../../contracts/index.ts';
 import type { AttemptWrite, Command, Instance, JsonValue, Running } from './instance.ts';
 import { keys } from './retry.ts';
+import { copyJson } from './copy-json.ts';
 
 /**
  * What the core decided: the next instance, the cause (a row of the transition table), the
@@ -48,7 +49,7 @@ export class Draft {
     // outputs-immutable.test.ts holds it to that): copying their map, not each output, keeps a
     // transition's cost independent of how many steps came before it.
     const { outputs } = from.ctx;
-    this.instance = structuredClone({ ...from, ctx: { ...from.ctx, outputs: {} } });
+    this.instance = copyJson({ ...from, ctx: { ...from.ctx, outputs: {} } });
     this.instance.ctx.outputs = { ...outputs };
     this.cause = cause;
   }
