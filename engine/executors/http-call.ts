@@ -69,50 +69,68 @@ export async function callHttp(call: HttpCall): Promise<StepOutcome> {
 const agents = { 'http:': new http.Agent({ keepAlive: true }), 'https:': new https.Agent({ keepAlive: true }) };
 
 function send(call: HttpCall): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string }> {
-  const url = new URL(call.url);
+  const target = requestTarget(call.url);
   const body = call.method === 'GET' ? undefined : JSON.stringify(call.body ?? null);
   const headers: Record<string, string> = { ...call.headers };
   if (body !== undefined) {
     headers['content-type'] = 'application/json';
     headers['content-length'] = String(Buffer.byteLength(body));
   }
-  const lib = url.protocol === 'https:' ? https : http;
-  const { signal, done } = deadline(call);
-  return new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string }>((resolve, reject) => {
-    const req = lib.request(
-      url,
-      { method: call.method, headers, agent: agents[url.protocol as 'http:'], signal },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
+  const lib = target.protocol === 'https:' ? https : http;
+  return new Promise((resolve, reject) => {
+    const req = lib.request({ ...target, method: call.method, headers, agent: agents[target.protocol] }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => settle(() => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') })));
+      res.on('error', (e) => settle(() => reject(e)));
+    });
+    // The deadline and the caller's abandon end the call themselves, not through an AbortSignal
+    // given to http.request: that costs an AbortController and node's signal plumbing per call
+    // (~25 µs a step in bench:cpu). The first of answer, error, deadline and abandon settles it.
+    const end = (err: unknown) => {
+      settle(() => reject(err));
+      req.destroy(err as Error);
+    };
+    const timer = setTimeout(() => end(new DOMException(`no answer within ${call.timeoutMs} ms`, 'TimeoutError')), call.timeoutMs);
+    const abandon = () => end(call.signal?.reason);
+    let settled = false;
+    function settle(f: () => void) {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      call.signal?.removeEventListener('abort', abandon);
+      f();
+    }
+    req.on('error', (e) => settle(() => reject(e)));
+    if (call.signal?.aborted) return abandon();
+    call.signal?.addEventListener('abort', abandon, { once: true });
     req.end(body);
-  }).finally(done);
+  });
 }
 
 /**
- * The call's own deadline, joined with the caller's abandon signal. Not AbortSignal.any() over
- * AbortSignal.timeout(): Node 20 holds the timeout weakly there, and a collection before it fires
- * leaves the call waiting for ever (test/executors/http-timeout-gc.test.ts). `done` clears the
- * timer and the listener once the call is over.
+ * What http.request needs of a URL, parsed once per URL: a step calls the same few URLs over and
+ * over, and `new URL` plus node's reading of it cost ~10–20 µs a call (bench:cpu). Bounded: a
+ * workflow that builds URLs from its data clears it now and then rather than growing it.
  */
-function deadline(call: HttpCall): { signal: AbortSignal; done: () => void } {
-  const ac = new AbortController();
-  const timer = setTimeout(() => ac.abort(new DOMException(`no answer within ${call.timeoutMs} ms`, 'TimeoutError')), call.timeoutMs);
-  const abandon = () => ac.abort(call.signal?.reason);
-  if (call.signal?.aborted) abandon();
-  else call.signal?.addEventListener('abort', abandon, { once: true });
-  return {
-    signal: ac.signal,
-    done: () => {
-      clearTimeout(timer);
-      call.signal?.removeEventListener('abort', abandon);
-    },
-  };
+const targets = new Map<string, { protocol: 'http:' | 'https:'; hostname: string; port: string; path: string; auth?: string }>();
+function requestTarget(url: string) {
+  let t = targets.get(url);
+  if (t === undefined) {
+    const u = new URL(url);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new TypeError(`Protocol "${u.protocol}" not supported. Expected "http:"`);
+    t = {
+      protocol: u.protocol,
+      // [::1] → ::1, as node's urlToHttpOptions does
+      hostname: u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname,
+      port: u.port,
+      path: `${u.pathname}${u.search}`,
+      ...(u.username || u.password ? { auth: `${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}` } : {}),
+    };
+    if (targets.size >= 1000) targets.clear();
+    targets.set(url, t);
+  }
+  return t;
 }
 
 function errorMessage(call: HttpCall, status: number, text: string): string {
