@@ -20,6 +20,7 @@ import { applyWakes } from './wakes.ts';
 import { Alarm } from './alarm.ts';
 import { cancelTree } from './cancel-tree.ts';
 import { LeaseKeeper } from './lease-keeper.ts';
+import { CommitBatcher } from './commit-batcher.ts';
 
 /** The shortest time between two timer polls that found nothing, however often the pool is woken. */
 const TIMER_POLL_GAP_MS = 10;
@@ -59,6 +60,8 @@ export class WorkerPool {
   readonly #claimSleep = this.#claims.waiter();
   readonly #timerSleep = this.#timers.waiter();
   readonly #cancelTree;
+  /** The workers' one-statement commits, many instances' to a statement (one fsync). */
+  readonly #batcher: CommitBatcher;
   #unlisten: (() => Promise<void>) | null = null;
   #companions: { start(): Promise<void>; stop(): Promise<void> }[] = [];
 
@@ -74,6 +77,7 @@ export class WorkerPool {
     this.leaseMs = opts.leaseMs ?? 30_000;
     this.pollMs = opts.pollMs ?? 250;
     this.#cancelTree = cancelTree(logics);
+    this.#batcher = new CommitBatcher(db.pool);
   }
 
   /** Instances this process is driving right now (a gauge for metrics and shutdown). */
@@ -266,8 +270,10 @@ export class WorkerPool {
     const id = from.instance.id;
     for (let attempt = 1; ; attempt++) {
       try {
-        // one statement, one round trip: commit_transition() scopes itself to the instance's env
-        if (await commitTransition(this.db, from, t, { keepLease, cancelChildren: this.#cancelTree, by: token, event })) return true;
+        // one statement, shared with the other instances committing now: commit_transition()
+        // scopes each row to its instance's env (a fan-out still takes a transaction of its own)
+        const send = this.#batcher.commit;
+        if (await commitTransition(this.db, from, t, { keepLease, cancelChildren: this.#cancelTree, by: token, event, send })) return true;
         return attempt > 1 && (await asScheduler(this.db, (c) => commitLanded(c, { id, token, rowVersion: from.rowVersion })));
       } catch (err) {
         if ((err as { code?: string }).code === 'FLOW_TRANSITION_REFUSED' || attempt >= 20) throw err;
