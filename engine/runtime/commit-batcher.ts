@@ -42,31 +42,34 @@ export class CommitBatcher {
     this.#sending = false;
   }
 
+  /** Never throws: every caller of the batch is answered, with its count or an error. */
   async #sendBatch(batch: Waiting[]): Promise<void> {
-    if (batch.length === 1) return this.#sendAlone(batch[0]!);
-    let ns: number[];
+    let client: pg.PoolClient;
     try {
-      ns = await commitBatch(this.pool, batch.map((w) => w.param));
+      client = await this.pool.connect();
     } catch (err) {
-      // A statement error (a row that raised, a deadlock) rolled the whole batch back: commit each
-      // row on its own, so only the bad one fails. Anything else (the connection) may have
-      // committed the batch: every caller gets the error and finds out from its receipt.
-      if (!rolledBack(err)) for (const w of batch) w.reject(err);
-      else await Promise.all(batch.map((w) => this.#sendAlone(w)));
+      for (const w of batch) w.reject(err);
       return;
     }
-    for (const [i, w] of batch.entries()) w.resolve(ns[i]!);
-  }
-
-  async #sendAlone(w: Waiting): Promise<void> {
-    await commitOne(this.pool, w.param).then(w.resolve, w.reject);
+    // held, not pool.query(): a statement error keeps the connection (pool.query would drop it,
+    // and on PGlite, one session behind a one-client pool, a dropped client breaks the next)
+    try {
+      if (batch.length === 1) return await alone(client, batch[0]!);
+      const ns = await commitBatch(client, batch.map((w) => w.param));
+      for (const [i, w] of batch.entries()) w.resolve(ns[i]!);
+    } catch {
+      // A statement error (a row that raised, a deadlock) rolled the whole batch back: commit each
+      // row on its own, so only the bad one fails. On the same connection: if it was lost, the
+      // batch may have landed, and a fresh one would answer its rows "fenced" (their guards
+      // moved); the lost one answers each row with the error, and each worker's retry finds its
+      // receipt. (PGlite's pool has no second connection to offer anyway.)
+      for (const w of batch) await alone(client, w);
+    } finally {
+      client.release();
+    }
   }
 }
 
-/**
- * An error the server raised in the statement, its session intact (severity ERROR, not FATAL):
- * the statement's transaction was rolled back, so nothing of it was written.
- */
-function rolledBack(err: unknown): boolean {
-  return (err as { severity?: string } | null)?.severity === 'ERROR';
+async function alone(client: pg.PoolClient, w: Waiting): Promise<void> {
+  await commitOne(client, w.param).then(w.resolve, w.reject);
 }

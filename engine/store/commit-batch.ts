@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import type { Queryable } from './tx.ts';
 
 /**
  * Commits many instances' transitions in one statement and one transaction (migration 0012):
@@ -6,8 +6,8 @@ import type pg from 'pg';
  * count: 1 committed, 0 fenced (its row_version or state moved; nothing of it was written). A row
  * that raises fails the whole statement and nothing of the batch is written.
  */
-export async function commitBatch(pool: pg.Pool, params: readonly string[]): Promise<number[]> {
+export async function commitBatch(q: Queryable, params: readonly string[]): Promise<number[]> {
   // named: each connection parses and plans it once; the rows are joined as text, not re-encoded
-  const res = await pool.query<{ ns: number[] }>({ name: 'flow_commit_batch', text: 'SELECT commit_batch($1::jsonb) AS ns', values: [`[${params.join(',')}]`] });
+  const res = await q.query<{ ns: number[] }>({ name: 'flow_commit_batch', text: 'SELECT commit_batch($1::jsonb) AS ns', values: [`[${params.join(',')}]`] });
   return res.rows[0]!.ns;
 }
