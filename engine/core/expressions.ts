@@ -69,7 +69,7 @@ function failure(field: string, err: unknown): ExpressionFailed {
 export function contextOf(inst: Instance, extra: Record<string, JsonValue> = {}): Record<string, JsonValue> {
   return {
     input: inst.input,
-    steps: inst.ctx.outputs,
+    steps: copiedOnRead(inst.ctx.outputs),
     workflow: {
       id: inst.id,
       env: inst.env,
@@ -81,4 +81,26 @@ export function contextOf(inst: Instance, extra: Record<string, JsonValue> = {})
     ...(inst.ctx.decision === null ? {} : { decision: inst.ctx.decision }),
     ...extra,
   };
+}
+
+/**
+ * The outputs as an expression sees them: each one a copy, made when the expression first reads
+ * it. JSONata writes to the values it evaluates: it flags an array it returns from a path
+ * (`keepSingleton`, for `x[]`) in place. Outputs are shared between an instance and every
+ * transition made from it (Draft copies their map, not them), so none may change; copying only
+ * what is read keeps an evaluation's cost independent of how many steps ran before.
+ */
+function copiedOnRead(outputs: Record<string, JsonValue>): Record<string, JsonValue> {
+  const copies = new Map<string, JsonValue>();
+  const copy = (step: string): JsonValue => {
+    if (!copies.has(step)) copies.set(step, structuredClone(outputs[step]!));
+    return copies.get(step)!;
+  };
+  return new Proxy(outputs, {
+    get: (target, key) => (typeof key === 'string' && Object.hasOwn(target, key) ? copy(key) : Reflect.get(target, key)),
+    getOwnPropertyDescriptor: (target, key) => {
+      const d = Reflect.getOwnPropertyDescriptor(target, key);
+      return d !== undefined && typeof key === 'string' ? { ...d, value: copy(key) } : d;
+    },
+  });
 }

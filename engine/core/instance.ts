@@ -30,7 +30,11 @@ export interface Instance {
 export interface Ctx {
   /** step_runs rows written so far; the next row gets this number. */
   seq: number;
-  /** Latest output of each step in this generation: the `steps` of expressions. */
+  /**
+   * Latest output of each step in this generation: the `steps` of expressions. Outputs are
+   * immutable values, shared between an instance and the transitions made from it. The store keeps
+   * each in a row of its own, written only by the transition that set it (Transition.outputsChanged).
+   */
   outputs: Record<string, JsonValue>;
   /** The decision that resumed the previous step, visible to the step after it. */
   decision: JsonValue;

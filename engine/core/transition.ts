@@ -13,6 +13,11 @@ export interface Transition {
   commands: Command[];
   /** Pending or compensating: runnable again only after this many ms (database clock). */
   runAfterMs: number | null;
+  /**
+   * Steps whose entry in `ctx.outputs` this transition set or removed: the store writes only
+   * these (migration 0011), so a step's commit costs the same at step 200 as at step 1.
+   */
+  outputsChanged: string[];
 }
 
 /** The `visit` field of a running attempt or a registration: present only from the second visit on. */
@@ -30,6 +35,7 @@ export class Draft {
   readonly commands: Command[] = [];
   cause: TransitionCause;
   runAfterMs: number | null = null;
+  private readonly outputsChanged = new Set<string>();
 
   constructor(
     readonly logic: LogicVersion,
@@ -38,7 +44,12 @@ export class Draft {
     /** The caller holds the lease and runs the next prepared attempt itself (a worker going on). */
     readonly goOn = false,
   ) {
-    this.instance = structuredClone(from);
+    // Outputs are immutable values (nothing in the core changes one in place; test/engine/
+    // outputs-immutable.test.ts holds it to that): copying their map, not each output, keeps a
+    // transition's cost independent of how many steps came before it.
+    const { outputs } = from.ctx;
+    this.instance = structuredClone({ ...from, ctx: { ...from.ctx, outputs: {} } });
+    this.instance.ctx.outputs = { ...outputs };
     this.cause = cause;
   }
 
@@ -55,6 +66,14 @@ export class Draft {
   setOutput(step: string, output: JsonValue): void {
     this.ctx.outputs[step] = output;
     this.ctx.order = [...this.ctx.order.filter((s) => s !== step), step];
+    this.outputsChanged.add(step);
+  }
+
+  /** Forgets a step's output (a rewind): expressions no longer see it, and the store drops it. */
+  forgetOutput(step: string): void {
+    delete this.ctx.outputs[step];
+    this.ctx.order = this.ctx.order.filter((s) => s !== step);
+    this.outputsChanged.add(step);
   }
 
   /**
@@ -111,6 +130,7 @@ export class Draft {
       attempts: this.attempts,
       commands: this.commands,
       runAfterMs: this.runAfterMs,
+      outputsChanged: [...this.outputsChanged],
     };
   }
 }

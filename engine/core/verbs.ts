@@ -70,9 +70,7 @@ export async function rewind(logic: LogicVersion, inst: Instance, cause: 'verb.r
   }
   supersedeRunning(d);
   const cut = d.ctx.order.indexOf(args.step);
-  const forgotten = cut < 0 ? [] : d.ctx.order.slice(cut);
-  for (const s of forgotten) delete d.ctx.outputs[s];
-  d.ctx.order = cut < 0 ? d.ctx.order : d.ctx.order.slice(0, cut);
+  for (const s of cut < 0 ? [] : d.ctx.order.slice(cut)) d.forgetOutput(s);
   d.ctx.attempts = {};
   delete d.ctx.visits;
   d.ctx.decision = null;

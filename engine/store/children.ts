@@ -1,5 +1,5 @@
 import { initialCtx, type Instance, type JsonValue } from '../core/instance.ts';
-import { type Stored, toStored, type WorkflowRow } from './rows.ts';
+import { OUTPUTS_OF_W, type Stored, storedCtx, toStored, type WorkflowRow } from './rows.ts';
 import type { Client } from './tx.ts';
 
 const TERMINAL = `('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered')`;
@@ -25,7 +25,7 @@ export async function spawnChildren(
      SELECT gen_random_uuid(), $1, lv.doc->>'domain', lv.logic_id, lv.version, lv.hash, 'pending', item.value,
             lv.doc->>'start', $8::jsonb, $4, $5, $6, item.ordinality - 1
      FROM lv, jsonb_array_elements($7::jsonb) WITH ORDINALITY AS item`,
-    [parent.env, spawn.logicId, spawn.version, parent.correlationId, parent.id, spawn.seq, JSON.stringify(spawn.inputs), JSON.stringify(initialCtx())],
+    [parent.env, spawn.logicId, spawn.version, parent.correlationId, parent.id, spawn.seq, JSON.stringify(spawn.inputs), JSON.stringify(storedCtx(initialCtx()))],
   );
   return res.rowCount ?? 0;
 }
@@ -82,7 +82,8 @@ export async function childrenResults(c: Client, parentId: string, seq: number):
  */
 export async function openChildren(c: Client, parentId: string): Promise<Stored[]> {
   const res = await c.query<WorkflowRow>(
-    `SELECT * FROM workflows WHERE parent_id = $1 AND state NOT IN ${TERMINAL} ORDER BY parent_seq, branch_index FOR NO KEY UPDATE`,
+    `SELECT w.*, ${OUTPUTS_OF_W} FROM workflows w
+     WHERE w.parent_id = $1 AND w.state NOT IN ${TERMINAL} ORDER BY w.parent_seq, w.branch_index FOR NO KEY UPDATE OF w`,
     [parentId],
   );
   return res.rows.map(toStored);

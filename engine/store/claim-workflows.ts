@@ -10,8 +10,13 @@ import type { Client, Queryable } from './tx.ts';
  * pass the pool: a claim is one round trip.
  */
 export async function claimWorkflows(on: Queryable, args: { limit: number; leaseMs: number }): Promise<Stored[]> {
-  // named, as the heartbeat: prepared once per connection, sent by every worker again and again
-  const res = await on.query<WorkflowRow>({ name: 'flow_claim', text: 'SELECT * FROM claim_workflows($1, $2)', values: [args.limit, args.leaseMs] });
+  // named, as the heartbeat: prepared once per connection, sent by every worker again and again;
+  // each row comes with its outputs (migration 0011)
+  const res = await on.query<WorkflowRow>({
+    name: 'flow_claim',
+    text: 'SELECT (c.wf).*, c.outputs FROM claim_workflows($1, $2) c',
+    values: [args.limit, args.leaseMs],
+  });
   return res.rows.map(toStored);
 }
 

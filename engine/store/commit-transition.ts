@@ -6,7 +6,7 @@ import type { Transition } from '../core/transition.ts';
 import type { Db } from './db.ts';
 import { TransitionRefused } from './errors.ts';
 import { journalParam } from './journal.ts';
-import type { Stored } from './rows.ts';
+import { outputsParam, type Stored, storedCtx } from './rows.ts';
 import { type Client, inEnv, type Queryable } from './tx.ts';
 
 /**
@@ -64,7 +64,7 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
     currentStep: to.currentStep,
     error: to.error,
     generation: to.generation,
-    ctx: to.ctx,
+    ctx: storedCtx(to.ctx),
     runAfterMs: t.runAfterMs,
     leaseToken: opts.keepLease?.token ?? null,
     leaseMs: opts.keepLease?.ttlMs ?? 0,
@@ -118,9 +118,14 @@ export async function writeFanOut(c: Client, t: Transition, opts: Pick<CommitOpt
   }
 }
 
-/** The rows besides the workflow row that a transition writes, as `write_effects()` reads them. */
+/**
+ * The rows besides the workflow row that a transition writes, as `write_effects()` reads them:
+ * among them only the outputs it changed (migration 0011), so a commit's size does not grow with
+ * the steps before it.
+ */
 export function effectsParam(t: Transition) {
   return {
+    ...outputsParam(t.instance.ctx, t.outputsChanged),
     state: t.instance.state,
     inserts: t.attempts.filter((a) => a.op === 'insert'),
     finishes: t.attempts.filter((a) => a.op === 'finish'),

@@ -1,5 +1,6 @@
 import type { FlowErrorBody, WorkflowState } from '../../contracts/index.ts';
 import type { Ctx } from '../core/instance.ts';
+import { ctxOf, OUTPUTS_OF_W, type WorkflowRow } from './rows.ts';
 import type { Client } from './tx.ts';
 
 export interface ListedInstance {
@@ -29,7 +30,8 @@ interface Row {
   error: FlowErrorBody | null;
   reason: string;
   updated_at: Date;
-  ctx: Ctx;
+  ctx: WorkflowRow['ctx'];
+  outputs: WorkflowRow['outputs'];
 }
 
 const toListed = (r: Row): ListedInstance => ({
@@ -41,12 +43,12 @@ const toListed = (r: Row): ListedInstance => ({
   error: r.error,
   reason: r.reason,
   updatedAt: r.updated_at.toISOString(),
-  ctx: r.ctx,
+  ctx: ctxOf(r),
 });
 
 export async function listDeadLettered(c: Client, limit = 100): Promise<ListedInstance[]> {
   const res = await c.query<Row>(
-    `SELECT *, 'dead_lettered' AS reason FROM workflows WHERE state = 'dead_lettered' ORDER BY updated_at LIMIT $1`,
+    `SELECT w.*, ${OUTPUTS_OF_W}, 'dead_lettered' AS reason FROM workflows w WHERE w.state = 'dead_lettered' ORDER BY w.updated_at LIMIT $1`,
     [limit],
   );
   return res.rows.map(toListed);
@@ -60,7 +62,8 @@ export async function listDeadLettered(c: Client, limit = 100): Promise<ListedIn
  */
 export async function listStuck(c: Client, args: { pendingForMs: number; limit?: number }): Promise<ListedInstance[]> {
   const res = await c.query<Row>(
-    `SELECT w.*, 'lease_expired' AS reason FROM workflows w
+    `SELECT w.*, ${OUTPUTS_OF_W} FROM (
+     SELECT w.*, 'lease_expired' AS reason FROM workflows w
        WHERE w.state IN ('processing', 'compensating') AND w.lease_expires_at < now()
      UNION ALL
      SELECT w.*, r.reason FROM workflows w
@@ -74,7 +77,8 @@ export async function listStuck(c: Client, args: { pendingForMs: number; limit?:
        WHERE (w.state = 'pending' OR (w.state = 'compensating' AND w.lease_expires_at IS NULL)
               OR (w.state = 'waiting' AND w.wakes IS NOT NULL))
          AND w.run_at < now() - $1::float8 * interval '1 millisecond'
-     ORDER BY updated_at LIMIT $2`,
+     ORDER BY updated_at LIMIT $2) w
+     ORDER BY w.updated_at`,
     [args.pendingForMs, args.limit ?? 100],
   );
   return res.rows.map(toListed);

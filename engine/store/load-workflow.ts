@@ -1,5 +1,5 @@
 import type { StepAttempt, WorkflowRecord } from '../../contracts/index.ts';
-import { type Stored, toStored, type WorkflowRow } from './rows.ts';
+import { OUTPUTS_OF_W, type Stored, toStored, type WorkflowRow } from './rows.ts';
 import type { Client } from './tx.ts';
 
 /**
@@ -9,7 +9,9 @@ import type { Client } from './tx.ts';
  * deadlocked a fail_fast fan-in against a child committing its ending.
  */
 export async function loadWorkflow(c: Client, id: string, opts: { forUpdate?: boolean } = {}): Promise<Stored | null> {
-  const res = await c.query<WorkflowRow>(`SELECT * FROM workflows WHERE id = $1${opts.forUpdate ? ' FOR NO KEY UPDATE' : ''}`, [id]);
+  const res = await c.query<WorkflowRow>(`SELECT w.*, ${OUTPUTS_OF_W} FROM workflows w WHERE w.id = $1${opts.forUpdate ? ' FOR NO KEY UPDATE OF w' : ''}`, [
+    id,
+  ]);
   const row = res.rows[0];
   return row === undefined ? null : toStored(row);
 }
@@ -34,7 +36,7 @@ interface StepRunRow {
  */
 export async function loadRecord(c: Client, id: string): Promise<WorkflowRecord | null> {
   const wf = await c.query<WorkflowRow & { runs: (Omit<StepRunRow, 'started_at' | 'finished_at'> & { started_at: string; finished_at: string | null })[] }>(
-    `SELECT w.*, coalesce((SELECT json_agg(r ORDER BY r.seq) FROM step_runs r WHERE r.workflow_id = w.id), '[]') AS runs
+    `SELECT w.*, ${OUTPUTS_OF_W}, coalesce((SELECT json_agg(r ORDER BY r.seq) FROM step_runs r WHERE r.workflow_id = w.id), '[]') AS runs
        FROM workflows w WHERE w.id = $1`,
     [id],
   );

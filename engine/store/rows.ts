@@ -30,7 +30,10 @@ export interface WorkflowRow {
   current_step: string | null;
   error: FlowErrorBody | null;
   generation: number;
-  ctx: Ctx;
+  /** Without `outputs`: those live in workflow_outputs (migration 0011), read with OUTPUTS_OF_W. */
+  ctx: Omit<Ctx, 'outputs'>;
+  /** The instance's step outputs, `OUTPUTS_OF_W` of the query that read the row. */
+  outputs: Ctx['outputs'];
   row_version: string | number;
   lease_token: string | null;
   wakes: Record<string, Wake> | null;
@@ -41,6 +44,41 @@ export interface WorkflowRow {
   created_at: Date;
   updated_at: Date;
   run_at: Date;
+}
+
+/**
+ * The select-list item that reads an instance's step outputs (migration 0011) beside its row,
+ * aliased `w`: every query that builds an Instance from a row selects it, and toStored puts them
+ * back into ctx.outputs.
+ */
+export const OUTPUTS_OF_W = `(SELECT coalesce(jsonb_object_agg(o.step, o.output), '{}') FROM workflow_outputs o WHERE o.workflow_id = w.id) AS outputs`;
+
+/** The instance's ctx as the core knows it: the row's ctx with its outputs back in. */
+export function ctxOf(r: Pick<WorkflowRow, 'id' | 'ctx' | 'outputs'>): Ctx {
+  // a query that forgot OUTPUTS_OF_W would hand the core an instance without its outputs
+  if (r.outputs === undefined) throw new Error(`workflow ${r.id} was read without its outputs (select OUTPUTS_OF_W)`);
+  return { ...r.ctx, outputs: r.outputs };
+}
+
+/** The ctx as the workflows row keeps it: without its outputs, which have rows of their own. */
+export function storedCtx(ctx: Ctx): Omit<Ctx, 'outputs'> {
+  const { outputs: _, ...rest } = ctx;
+  return rest;
+}
+
+/**
+ * The outputs a transition changed, as write_effects() reads them: the ones it set, to upsert, and
+ * the ones it removed (a rewind), to delete. An output set to undefined has no JSON: removed too.
+ */
+export function outputsParam(ctx: Ctx, changed: readonly string[]): { outputs: Ctx['outputs']; forgotten: string[] } {
+  const outputs: Ctx['outputs'] = {};
+  const forgotten: string[] = [];
+  for (const step of changed) {
+    const value = ctx.outputs[step];
+    if (Object.hasOwn(ctx.outputs, step) && value !== undefined) outputs[step] = value;
+    else forgotten.push(step);
+  }
+  return { outputs, forgotten };
 }
 
 export function toStored(r: WorkflowRow): Stored {
@@ -66,7 +104,7 @@ export function toStored(r: WorkflowRow): Stored {
       parentId: r.parent_id,
       parentSeq: r.parent_seq,
       branchIndex: r.branch_index,
-      ctx: r.ctx,
+      ctx: ctxOf(r),
     },
   };
 }

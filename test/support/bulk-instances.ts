@@ -3,7 +3,7 @@ import type { Db } from '../../engine/store/db.ts';
 /**
  * Clones parked instances in SQL, for suites that need tens of thousands of them: each clone is a
  * copy of one template instance (started through the engine) under a new id — its `workflows`
- * row, its step_runs and its unfired timers — with the template's id rewritten wherever the engine
+ * row, its step outputs, its step_runs and its unfired timers — with the template's id rewritten wherever the engine
  * embeds it (ctx, idempotency keys). A clone is therefore a valid instance in exactly the state the
  * engine left its template in. Runs as the connecting (owner) user, in one transaction.
  * Returns the new ids.
@@ -53,6 +53,12 @@ export async function cloneInstances(db: Db, templateIds: string[], count: numbe
          idempotency_key: 'replace(s.idempotency_key, s.workflow_id::text, m.id::text)',
        })}
        FROM clone_map m JOIN step_runs s ON s.workflow_id = m.src`,
+    );
+    const outputs = await columns('workflow_outputs');
+    await client.query(
+      `INSERT INTO workflow_outputs (${list(outputs)})
+       SELECT ${select(outputs, 'o', { workflow_id: 'm.id' })}
+       FROM clone_map m JOIN workflow_outputs o ON o.workflow_id = m.src`,
     );
     const timers = await columns('timers');
     await client.query(
