@@ -1,13 +1,13 @@
 import { FlowError } from '../contracts/errors.ts';
 import { OPERATE_USAGE } from './commands/operate.ts';
-import { RUN_USAGE, runCommand } from './commands/run.ts';
+import { RUN_USAGE } from './commands/run-usage.ts';
 import { ApiProblem } from './http.ts';
 
 type Command = (argv: string[]) => Promise<number>;
 
 /** Commands load lazily: `s8flow run` should not pay for the compiler's ts-morph. */
 const COMMANDS: Record<string, { usage: string; load: () => Promise<Command> }> = {
-  run: { usage: RUN_USAGE, load: async () => runCommand },
+  run: { usage: RUN_USAGE, load: async () => (await import('./commands/run.ts')).runCommand },
   start: {
     usage:
       's8flow start [--port N] [--host H] [--no-api] [--no-workers] [--workers N] [--concurrency N] [--artifacts DIR]   (needs DATABASE_URL)',

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import * as esbuild from 'esbuild';
+import { withCodeCache } from './code-cache.ts';
 import { CompileError, type CompileDiagnostic, CompileErrorCode } from './errors.ts';
 
 /**
@@ -89,7 +90,8 @@ function bundleFailure(err: unknown): CompileError {
 export function evaluateBundle(code: string, file: string): Record<string, unknown> {
   const module = { exports: {} as Record<string, unknown> };
   const run = new Function('module', 'exports', 'require', '__filename', '__dirname', code);
-  run(module, module.exports, createRequire(file), file, dirname(file));
+  // The bundle's own code runs from a string; what it requires (zod) loads through the code cache.
+  withCodeCache(() => run(module, module.exports, createRequire(file), file, dirname(file)));
   return module.exports;
 }
 

@@ -1,8 +1,10 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { canonicalJson } from '../contracts/canonical-json.ts';
+import type { LogicVersion } from '../contracts/logic-version.ts';
 import type { BuiltVersion } from './build-file.ts';
 import { mermaidDiagram } from '../contracts/mermaid.ts';
+import { memoByObject } from './memo.ts';
 import { COMPILER_VERSION } from './version.ts';
 
 export const MANIFEST_SCHEMA = 'sentin8.flow/manifest/v1';
@@ -25,8 +27,9 @@ export function renderArtifacts(versions: readonly BuiltVersion[], modules: Read
   const files = new Map<string, string | Uint8Array>();
   const sorted = [...versions].sort((a, b) => (a.doc.logicId < b.doc.logicId ? -1 : a.doc.logicId > b.doc.logicId ? 1 : a.doc.version - b.doc.version));
   for (const v of sorted) {
-    files.set(`${artifactName(v.doc)}.json`, canonicalJson(v.doc));
-    files.set(`${artifactName(v.doc)}.mmd`, mermaidDiagram(v.doc));
+    const { json, diagram } = rendered(v.doc);
+    files.set(`${artifactName(v.doc)}.json`, json);
+    files.set(`${artifactName(v.doc)}.mmd`, diagram);
   }
   const shas = [...modules.keys()].sort();
   for (const sha of shas) files.set(`modules/${sha}.wasm`, modules.get(sha)!);
@@ -45,6 +48,8 @@ export function renderArtifacts(versions: readonly BuiltVersion[], modules: Read
   files.set('manifest.json', canonicalJson(manifest));
   return { files, manifest };
 }
+
+const rendered = memoByObject((doc: LogicVersion) => ({ json: canonicalJson(doc), diagram: mermaidDiagram(doc) }));
 
 const OWNED = /^([a-z][a-z0-9_.-]*@\d+\.(json|mmd)|manifest\.json)$/;
 

@@ -1,5 +1,13 @@
-import jsonata from 'jsonata';
+import { createRequire } from 'node:module';
+import type Jsonata from 'jsonata';
 import type { LogicVersion, StepDef } from './logic-version.ts';
+
+/**
+ * jsonata is CommonJS, and an ESM `import` of it makes Node lex its 300 KB for export names before
+ * running it: 75–230 ms of every cold `s8flow compile` on the shared box (profiled), for a default
+ * export `require` hands over as is.
+ */
+const jsonata = createRequire(import.meta.url)('jsonata') as typeof Jsonata;
 
 /** Functions that would make a replay decide differently from the original run. */
 export const FORBIDDEN_FUNCTIONS = ['now', 'millis', 'random'] as const;

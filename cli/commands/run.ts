@@ -9,8 +9,7 @@ import { openDb } from '../../engine/store/db.ts';
 import { migrate } from '../../engine/store/migrate.ts';
 import { type Args, flag, parseArgs, UsageError } from '../args.ts';
 import { printTimeline } from '../timeline.ts';
-
-export const RUN_USAGE = 's8flow run <logic.json|dir> --input <json|@file> [--handler NAME=URL]... [--allow-host HOST]... [--json]';
+import { RUN_USAGE } from './run-usage.ts';
 
 /**
  * Runs one instance in process on an in-memory embedded store (README.md, The command) until it is

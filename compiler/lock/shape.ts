@@ -1,5 +1,6 @@
 import { canonicalJson, sha256Hex } from '../../contracts/canonical-json.ts';
 import type { LogicVersion } from '../../contracts/logic-version.ts';
+import { memoByObject } from '../memo.ts';
 
 /** The routes of a step, by field. */
 export interface StepRoutes {
@@ -28,7 +29,9 @@ export function digest(value: unknown): string {
   return sha256Hex(canonicalJson(value)).slice(0, 16);
 }
 
-export function shapeOf(doc: LogicVersion): LockShape {
+export const shapeOf = memoByObject(computeShape);
+
+function computeShape(doc: LogicVersion): LockShape {
   const steps: LockShape['steps'] = {};
   for (const [name, step] of Object.entries(doc.steps)) {
     const rest: Record<string, unknown> = { ...step };
