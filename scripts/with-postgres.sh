@@ -32,7 +32,7 @@ else
 fi
 as_pg "$PGBIN/initdb -D $PGROOT/data -A trust -U postgres --no-sync" >/dev/null
 as_pg "$PGBIN/pg_ctl -D $PGROOT/data -l $PGROOT/server.log -w start \
-  -o \"-p $PORT -k $PGROOT -c listen_addresses=127.0.0.1 -c max_connections=300 -c track_commit_timestamp=on\"" >/dev/null
+  -o \"-p $PORT -k $PGROOT -c listen_addresses=127.0.0.1 -c max_connections=300 -c track_commit_timestamp=on ${FLOW_PG_OPTS:-}\"" >/dev/null
 cleanup() {
   as_pg "$PGBIN/pg_ctl -D $PGROOT/data -m fast -w stop" >/dev/null 2>&1 || true
   rm -rf "$PGROOT"

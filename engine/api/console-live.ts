@@ -83,6 +83,6 @@ export async function streamInstance(
   return () => {
     closed = true;
     clearInterval(keepAlive);
-    unsubscribe();
+    void unsubscribe();
   };
 }

@@ -1,32 +1,77 @@
-import { heartbeat } from '../store/claim-workflows.ts';
+import { heartbeats } from '../store/claim-workflows.ts';
 import type { Db } from '../store/db.ts';
 import { asScheduler } from '../store/tx.ts';
 import type { TransitionObserver } from './observer.ts';
 
 /**
- * Keeps a claimed instance's lease alive for as long as its worker drives it — while an attempt
- * runs, and while a commit is retried after a lost connection — and acts on what the heartbeat
- * finds. A lease found taken aborts `signal` (the attempt's call is dropped: nobody will commit
- * its answer) and tells the observer; a heartbeat that fails is reported, and the next one tries
- * again. While a commit is in flight a missing lease is not a loss: a commit that hands the
- * instance over clears the token itself, and whether the commit landed is for the commit to say.
+ * The heartbeats of one worker pool: every lease it holds is extended by one statement every
+ * leaseMs / 3, so heartbeat traffic follows the pool, not the number of instances in flight
+ * (issue 14: 64 instances on long calls made 64 write transactions each beat). A lease is first
+ * beaten at most leaseMs / 3 after it was taken, as when each instance kept its own timer.
  */
-export class LeaseKeeper {
-  readonly #abort = new AbortController();
-  readonly #timer: NodeJS.Timeout;
-  #committing = false;
+export class Heartbeats {
+  readonly #held = new Set<LeaseKeeper>();
+  #timer: NodeJS.Timeout | undefined;
   #beating = false;
-  #stopped = false;
 
   constructor(
     private readonly db: Db,
-    private readonly id: string,
-    private readonly token: string,
     private readonly leaseMs: number,
     private readonly observer: TransitionObserver,
-  ) {
-    this.#timer = setInterval(() => void this.#beat(), Math.max(50, Math.floor(leaseMs / 3)));
+  ) {}
+
+  /** Keeps the lease `token` on instance `id` alive until the keeper is stopped. */
+  keep(id: string, token: string): LeaseKeeper {
+    const keeper = new LeaseKeeper(id, token, this.observer, () => {
+      this.#held.delete(keeper);
+      if (this.#held.size === 0) {
+        clearInterval(this.#timer);
+        this.#timer = undefined;
+      }
+    });
+    this.#held.add(keeper);
+    this.#timer ??= setInterval(() => void this.#beat(), Math.max(50, Math.floor(this.leaseMs / 3)));
+    return keeper;
   }
+
+  async #beat(): Promise<void> {
+    if (this.#beating) return; // one at a time: a slow database is not hurried
+    const batch = [...this.#held].filter((k) => !k.lost);
+    if (batch.length === 0) return;
+    this.#beating = true;
+    try {
+      const lost = await asScheduler(this.db, (c) =>
+        heartbeats(c, { ids: batch.map((k) => k.id), tokens: batch.map((k) => k.token), leaseMs: this.leaseMs }),
+      );
+      for (const k of batch) if (lost.has(k.id)) k.missing();
+    } catch (err) {
+      for (const k of batch) k.failed(err);
+    } finally {
+      this.#beating = false;
+    }
+  }
+}
+
+/**
+ * One claimed instance's lease, kept alive by the pool's heartbeats for as long as its worker
+ * drives it — while an attempt runs, and while a commit is retried after a lost connection — and
+ * what the heartbeat finds. A lease found taken aborts `signal` (the attempt's call is dropped:
+ * nobody will commit its answer) and tells the observer; a heartbeat that fails is reported, and
+ * the next one tries again. While a commit is in flight a missing lease is not a loss: a commit
+ * that hands the instance over clears the token itself, and whether the commit landed is for the
+ * commit to say.
+ */
+export class LeaseKeeper {
+  readonly #abort = new AbortController();
+  #committing = false;
+  #stopped = false;
+
+  constructor(
+    readonly id: string,
+    readonly token: string,
+    private readonly observer: TransitionObserver,
+    private readonly onStop: () => void,
+  ) {}
 
   /** Aborted once the lease is known lost. */
   get signal(): AbortSignal {
@@ -48,23 +93,20 @@ export class LeaseKeeper {
   }
 
   stop(): void {
+    if (this.#stopped) return;
     this.#stopped = true;
-    clearInterval(this.#timer);
+    this.onStop();
   }
 
-  async #beat(): Promise<void> {
-    if (this.#beating || this.#stopped || this.lost) return; // one at a time: a slow database is not hurried
-    this.#beating = true;
-    try {
-      const held = await asScheduler(this.db, (c) => heartbeat(c, { id: this.id, token: this.token, leaseMs: this.leaseMs }));
-      if (!held && !this.#committing && !this.#stopped) {
-        this.#abort.abort(new Error(`the lease on workflow ${this.id} was taken by another worker`));
-        this.observer.onLeaseLost?.(this.id);
-      }
-    } catch (err) {
-      if (!this.#stopped) this.observer.onError?.(this.id, err);
-    } finally {
-      this.#beating = false;
-    }
+  /** The heartbeat found the lease taken. */
+  missing(): void {
+    if (this.#committing || this.#stopped || this.lost) return;
+    this.#abort.abort(new Error(`the lease on workflow ${this.id} was taken by another worker`));
+    this.observer.onLeaseLost?.(this.id);
+  }
+
+  /** The heartbeat failed. */
+  failed(err: unknown): void {
+    if (!this.#stopped) this.observer.onError?.(this.id, err);
   }
 }

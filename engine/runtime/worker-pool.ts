@@ -19,7 +19,7 @@ import { type FiredTimers, fireDueTimers } from '../store/timers.ts';
 import { applyWakes } from './wakes.ts';
 import { Alarm } from './alarm.ts';
 import { cancelTree } from './cancel-tree.ts';
-import { LeaseKeeper } from './lease-keeper.ts';
+import { Heartbeats, type LeaseKeeper } from './lease-keeper.ts';
 
 /** The shortest time between two timer polls that found nothing, however often the pool is woken. */
 const TIMER_POLL_GAP_MS = 10;
@@ -51,6 +51,13 @@ export class WorkerPool {
   #stopping = false;
   #loop: Promise<void> | null = null;
   #timerLoop: Promise<void> | null = null;
+  /**
+   * Whether the last claim filled every free slot, so more work may be waiting for a slot that
+   * frees. When it came back short, an instance that finishes does not claim again: new work
+   * announces itself (NOTIFY flow_work, fired timers, a due retry, this pool's own spawns and
+   * hand-overs), and the poll finds the rest (expired leases). Claims follow work, not finishes.
+   */
+  #moreMayWait = true;
   /** While a burst of due timers is being fired, claims wait (at most a poll interval): see #fireTimers. */
   #holdClaimsUntil = 0;
   /** Rung for new work (the claim loop) and for timers that may be due sooner (the timer loop). */
@@ -59,6 +66,7 @@ export class WorkerPool {
   readonly #claimSleep = this.#claims.waiter();
   readonly #timerSleep = this.#timers.waiter();
   readonly #cancelTree;
+  readonly #heartbeats: Heartbeats;
   #unlisten: (() => Promise<void>) | null = null;
   #companions: { start(): Promise<void>; stop(): Promise<void> }[] = [];
 
@@ -74,6 +82,7 @@ export class WorkerPool {
     this.leaseMs = opts.leaseMs ?? 30_000;
     this.pollMs = opts.pollMs ?? 250;
     this.#cancelTree = cancelTree(logics);
+    this.#heartbeats = new Heartbeats(db, this.leaseMs, observer);
   }
 
   /** Instances this process is driving right now (a gauge for metrics and shutdown). */
@@ -185,13 +194,14 @@ export class WorkerPool {
     const free = this.concurrency - this.#inflight;
     if (free <= 0 || Date.now() < this.#holdClaimsUntil) return 0;
     const claimed = await claimWorkflows(this.db.pool, { limit: free, leaseMs: this.leaseMs });
+    this.#moreMayWait = claimed.length === free;
     for (const stored of claimed) {
       this.#inflight++;
       void this.#drive(stored)
         .catch((err) => this.observer.onError?.(stored.instance.id, err))
         .finally(() => {
           this.#inflight--;
-          this.wake();
+          if (this.#moreMayWait) this.wake();
         });
     }
     return claimed.length;
@@ -200,7 +210,7 @@ export class WorkerPool {
   /** Runs prepared attempts of one instance for as long as it holds the lease and has one. */
   async #drive(start: Stored): Promise<void> {
     const token = start.leaseToken!;
-    const lease = new LeaseKeeper(this.db, start.instance.id, token, this.leaseMs, this.observer);
+    const lease = this.#heartbeats.keep(start.instance.id, token);
     try {
       await this.#driveLeased(start, token, lease);
     } finally {
@@ -240,6 +250,9 @@ export class WorkerPool {
       if (committed && (heldWoken || childEnded || t.commands.some((c) => c.type === 'timer'))) this.#timers.ring();
       // a retry after backoff is claimable at run_at: look for it then, not at the next poll
       if (committed && t.runAfterMs !== null) setTimeout(() => this.wake(), t.runAfterMs).unref();
+      // children spawned, or the instance handed over: claimable now, whatever the last claim found
+      const handedOver = !keep && t.runAfterMs === null && (t.instance.state === 'pending' || t.instance.state === 'compensating');
+      if (committed && (handedOver || t.commands.some((c) => c.type === 'spawn'))) this.wake();
       if (!committed || !keep) return;
       stored = { instance: t.instance, rowVersion: stored.rowVersion + 1, leaseToken: token, wakes: [] };
     }

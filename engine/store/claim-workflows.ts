@@ -20,14 +20,28 @@ export async function claimWorkflows(on: Queryable, args: { limit: number; lease
   return res.rows.map(toStored);
 }
 
-/** Extends a held lease; false when the lease was lost (the caller must stop working on it). */
-export async function heartbeat(c: Client, args: { id: string; token: string; leaseMs: number }): Promise<boolean> {
-  const res = await c.query({
-    name: 'flow_heartbeat',
-    text: `UPDATE workflows SET lease_expires_at = now() + $3::float8 * interval '1 millisecond' WHERE id = $1 AND lease_token = $2`,
-    values: [args.id, args.token, args.leaseMs],
+/**
+ * Extends every lease a process holds, in one statement however many it holds; returns the ids
+ * whose lease is no longer theirs (another token, or the row gone): their holders must stop. Rows
+ * are locked in id order and a row locked right now is skipped, not waited for: it is being
+ * written (most often by its holder's own commit, which extends or ends the lease itself), and
+ * waiting could deadlock with a commit that locks several rows (a parent cancelling its
+ * children). A skipped lease is extended at the next beat, well before it runs out.
+ */
+export async function heartbeats(c: Client, args: { ids: string[]; tokens: string[]; leaseMs: number }): Promise<Set<string>> {
+  const res = await c.query<{ id: string }>({
+    name: 'flow_heartbeats',
+    text: `WITH held AS (SELECT * FROM unnest($1::uuid[], $2::uuid[]) AS h(id, token)),
+           locked AS (SELECT w.id FROM workflows w JOIN held h ON h.id = w.id AND w.lease_token = h.token
+                      ORDER BY w.id FOR UPDATE OF w SKIP LOCKED),
+           beat AS (UPDATE workflows w SET lease_expires_at = now() + $3::float8 * interval '1 millisecond'
+                    FROM locked WHERE w.id = locked.id RETURNING w.id)
+           -- beat runs whether read or not (a data-modifying WITH always does); this reads the
+           -- statement's snapshot, so a lease is lost only if it was gone before the beat
+           SELECT h.id FROM held h LEFT JOIN workflows w ON w.id = h.id WHERE w.lease_token IS DISTINCT FROM h.token`,
+    values: [args.ids, args.tokens, args.leaseMs],
   });
-  return res.rowCount === 1;
+  return new Set(res.rows.map((r) => r.id));
 }
 
 /**

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type CryptoKey, exportJWK, generateKeyPair, type JWK, SignJWT } from 'jose';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type Authenticate, createAuthenticator } from '../../engine/api/auth.ts';
 import { AUTH_SECRET, token } from './support.ts';
 
@@ -70,5 +70,23 @@ describe('API authentication', () => {
     expect(await refusal(dev, `Bearer ${await token({ secret: 'a-different-secret-a-different-secret!!' })}`)).toEqual({ code: 'FLOW_TOKEN_INVALID', status: 401 });
     expect(() => createAuthenticator({ secret: AUTH_SECRET, production: true })).toThrow(expect.objectContaining({ code: 'FLOW_AUTH_UNCONFIGURED' }));
     expect(() => createAuthenticator({ production: false })).toThrow(expect.objectContaining({ code: 'FLOW_AUTH_UNCONFIGURED' }));
+  });
+
+  it('a token taken on trust after its first check still expires at its exp; a forged one is never trusted', async () => {
+    const auth = createAuthenticator({ jwks: join(dir, 'jwks.json'), production: true });
+    const jwt = await signed({ envs: ['payments'], scope: 'flow:read' }, 30);
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      expect((await auth(`Bearer ${jwt}`)).subject).toBe('svc@payments');
+      expect((await auth(`Bearer ${jwt}`)).subject).toBe('svc@payments');
+      vi.setSystemTime(Date.now() + 31_000);
+      expect(await refusal(auth, `Bearer ${jwt}`)).toEqual({ code: 'FLOW_TOKEN_EXPIRED', status: 401 });
+    } finally {
+      vi.useRealTimers();
+    }
+    // a token whose signature does not hold is refused however often it comes
+    const forged = `${jwt.slice(0, -4)}${jwt.endsWith('AAAA') ? 'BBBB' : 'AAAA'}`;
+    expect(await refusal(auth, `Bearer ${forged}`)).toEqual({ code: 'FLOW_TOKEN_INVALID', status: 401 });
+    expect(await refusal(auth, `Bearer ${forged}`)).toEqual({ code: 'FLOW_TOKEN_INVALID', status: 401 });
   });
 });

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { expect, it } from 'vitest';
 import { begin, onOutcome } from '../../engine/core/flow.ts';
 import { initialCtx, type Instance } from '../../engine/core/instance.ts';
-import { claimWorkflows, heartbeat } from '../../engine/store/claim-workflows.ts';
+import { claimWorkflows, heartbeats } from '../../engine/store/claim-workflows.ts';
 import { commitTransition } from '../../engine/store/commit-transition.ts';
 import { insertWorkflow } from '../../engine/store/insert-workflow.ts';
 import { publishLogicVersion } from '../../engine/store/logic-versions.ts';
@@ -86,7 +86,7 @@ describeEachDriver('step commits update the workflow row in place', (getDb) => {
     }
     const beat = await asScheduler(getDb(), (c) =>
       updates(c, async () => {
-        expect(await heartbeat(c, { id: stored.instance.id, token, leaseMs: 30_000 })).toBe(true);
+        expect(await heartbeats(c, { ids: [stored.instance.id], tokens: [token], leaseMs: 30_000 })).toEqual(new Set());
       }),
     );
     expect(beat).toEqual({ all: 1, hot: 1 });

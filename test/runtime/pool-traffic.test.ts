@@ -1,0 +1,100 @@
+import { setImmediate as tick } from 'node:timers/promises';
+import { expect, it } from 'vitest';
+import { TERMINAL_STATES } from '../../contracts/index.ts';
+import { Engine } from '../../engine/runtime/engine.ts';
+import { makeLogic } from '../contracts/helpers.ts';
+import { describeEachDriver } from '../support/db.ts';
+import { FakeService } from '../support/fake-service.ts';
+
+const logic = makeLogic({ logicId: 'claims.gate', start: 's0', steps: { s0: { kind: 'proxy', path: '/gate' } } });
+
+// Issue 14: claim and heartbeat traffic proportional to work, not to workers. Every instance that
+// finished used to ring the claim loop, and each ring cost a claim_workflows round trip, found work
+// or not; every instance in flight kept a heartbeat timer of its own, one write transaction each.
+describeEachDriver('a worker pool claims for work and beats once for all its leases', (getDb) => {
+  it('instances finishing together send no claim when the last claim came back short', async () => {
+    const N = 8;
+    let open: () => void = () => {};
+    const gate = new Promise<void>((r) => (open = r));
+    const svc = await new FakeService().on('/gate', async () => {
+        await gate;
+        return { status: 200, body: { ok: true } };
+      }).listen();
+    let ended = 0;
+    const db = getDb();
+    // a poll far beyond the test: every claim counted below was asked for by a wake-up
+    const engine = new Engine({
+      db,
+      env: 'claims-env',
+      executors: { handlers: new Map([['TEST', { url: svc.url }]]) },
+      worker: { concurrency: 2 * N, pollMs: 600_000 },
+      observer: { onTransition: (_f, t, ok) => void (ok && TERMINAL_STATES.has(t.instance.state) && ended++) },
+    });
+    await engine.publish(logic);
+    for (let i = 0; i < N; i++) await engine.start({ logicId: logic.logicId, input: {} });
+    await engine.workers.start();
+    while (svc.calls('/gate').length < N) await tick();
+
+    let claims = 0;
+    const query = db.pool.query.bind(db.pool);
+    db.pool.query = ((...args: Parameters<typeof query>) => {
+      if ((args[0] as { name?: string }).name === 'flow_claim') claims++;
+      return query(...args);
+    }) as typeof db.pool.query;
+    open(); // all N answered at once: N commits, N instances finished
+    while (ended < N || engine.workers.inflight > 0) await tick();
+    for (let i = 0; i < 20; i++) await tick(); // let a rung claim loop send what it would
+    db.pool.query = query as typeof db.pool.query;
+
+    expect(claims).toBe(0);
+    await engine.close();
+    await svc.close();
+  });
+
+  it('one heartbeat statement extends every lease the pool holds', async () => {
+    const N = 6;
+    let open: () => void = () => {};
+    const gate = new Promise<void>((r) => (open = r));
+    const svc = await new FakeService().on('/gate', async () => {
+        await gate;
+        return { status: 200, body: { ok: true } };
+      }).listen();
+    const db = getDb();
+    const beats: unknown[][] = [];
+    const connect = db.pool.connect.bind(db.pool);
+    // heartbeats run in a scheduler transaction: watch what the checked-out clients send
+    // (pool.query checks out with a callback: left alone, it sends no heartbeat)
+    db.pool.connect = ((cb?: never) => (cb ? connect(cb) : watched())) as typeof db.pool.connect;
+    const wrapped = new WeakSet<object>();
+    const watched = async () => {
+      const client = await connect();
+      if (wrapped.has(client)) return client;
+      wrapped.add(client);
+      const query = client.query.bind(client) as (...a: unknown[]) => unknown;
+      client.query = ((...args: unknown[]) => {
+        const q = args[0] as { name?: string; text?: string; values?: unknown[] };
+        if (/heartbeat/.test(`${q.name ?? ''} ${typeof q === 'string' ? q : (q.text ?? '')}`) && !/CREATE|DROP/.test(String(q.text ?? q))) beats.push(q.values ?? []);
+        return query(...args);
+      }) as typeof client.query;
+      return client;
+    };
+    const engine = new Engine({
+      db,
+      env: 'beats-env',
+      executors: { handlers: new Map([['TEST', { url: svc.url }]]) },
+      worker: { concurrency: N, leaseMs: 300, pollMs: 600_000 }, // a beat every 100 ms
+    });
+    await engine.publish(logic);
+    for (let i = 0; i < N; i++) await engine.start({ logicId: logic.logicId, input: {} });
+    await engine.workers.start();
+    while (svc.calls('/gate').length < N) await tick();
+    const from = beats.length;
+    while (beats.length < from + 3) await new Promise((r) => setTimeout(r, 20));
+    open();
+    await engine.close();
+    db.pool.connect = connect as typeof db.pool.connect;
+    await svc.close();
+    // every beat while all N were in flight carried all N leases
+    for (const values of beats.slice(from, from + 3)) expect((values[0] as string[]).length).toBe(N);
+  });
+});
