@@ -20,6 +20,7 @@ import { applyWakes } from './wakes.ts';
 import { Alarm } from './alarm.ts';
 import { cancelTree } from './cancel-tree.ts';
 import { Heartbeats, type LeaseKeeper } from './lease-keeper.ts';
+import { CommitBatcher } from './commit-batcher.ts';
 
 /** The shortest time between two timer polls that found nothing, however often the pool is woken. */
 const TIMER_POLL_GAP_MS = 10;
@@ -67,6 +68,8 @@ export class WorkerPool {
   readonly #timerSleep = this.#timers.waiter();
   readonly #cancelTree;
   readonly #heartbeats: Heartbeats;
+  /** The workers' one-statement commits, many instances' to a statement (one fsync). */
+  readonly #batcher: CommitBatcher;
   #unlisten: (() => Promise<void>) | null = null;
   #companions: { start(): Promise<void>; stop(): Promise<void> }[] = [];
 
@@ -83,6 +86,7 @@ export class WorkerPool {
     this.pollMs = opts.pollMs ?? 250;
     this.#cancelTree = cancelTree(logics);
     this.#heartbeats = new Heartbeats(db, this.leaseMs, observer);
+    this.#batcher = new CommitBatcher(db.pool);
   }
 
   /** Instances this process is driving right now (a gauge for metrics and shutdown). */
@@ -279,8 +283,10 @@ export class WorkerPool {
     const id = from.instance.id;
     for (let attempt = 1; ; attempt++) {
       try {
-        // one statement, one round trip: commit_transition() scopes itself to the instance's env
-        if (await commitTransition(this.db, from, t, { keepLease, cancelChildren: this.#cancelTree, by: token, event })) return true;
+        // one statement, shared with the other instances committing now: commit_transition()
+        // scopes each row to its instance's env (a fan-out still takes a transaction of its own)
+        const send = this.#batcher.commit;
+        if (await commitTransition(this.db, from, t, { keepLease, cancelChildren: this.#cancelTree, by: token, event, send })) return true;
         return attempt > 1 && (await asScheduler(this.db, (c) => commitLanded(c, { id, token, rowVersion: from.rowVersion })));
       } catch (err) {
         if ((err as { code?: string }).code === 'FLOW_TRANSITION_REFUSED' || attempt >= 20) throw err;

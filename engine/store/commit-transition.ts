@@ -7,7 +7,7 @@ import type { Db } from './db.ts';
 import { TransitionRefused } from './errors.ts';
 import { journalParam } from './journal.ts';
 import { outputsParam, type Stored, storedCtx } from './rows.ts';
-import { type Client, inEnv } from './tx.ts';
+import { type Client, inEnv, type Queryable } from './tx.ts';
 
 /**
  * Ends every open descendant of `parent` in the caller's transaction. The core decides what
@@ -29,6 +29,12 @@ export interface CommitOptions {
   cancelChildren?: CancelChildren;
   /** The committing worker's lease token, kept as the commit's receipt (see commitLanded). */
   by?: string;
+  /**
+   * Sends a commit that is one statement on the pool (not a fan-out's transaction) and answers
+   * its row count: the worker pool's batcher (runtime/commit-batcher.ts) puts it in a batch.
+   * (Default: `commitOne` on the pool, on its own)
+   */
+  send?: (param: string) => Promise<number>;
 }
 
 /**
@@ -38,7 +44,9 @@ export interface CommitOptions {
  * that lost a race — with the step_runs, outbox and timer rows joined to it. Returns false when
  * the guard matched no row: the caller lost and must re-read; nothing was written.
  *
- * Pass a client inside a transaction; pass the Db to commit on its own, in one round trip.
+ * Pass a client inside a transaction; pass the Db to commit in one statement (on its own, or in
+ * a batch with other instances' commits through `opts.send`). A transition that spawns or
+ * cancels children, or ends a child, takes a transaction of its own either way.
  */
 export async function commitTransition(on: Client | Db, from: Stored, t: Transition, opts: CommitOptions): Promise<boolean> {
   const to = t.instance;
@@ -68,13 +76,19 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
   const childEnded = to.parentId !== null && TERMINAL_STATES.has(to.state) && !TERMINAL_STATES.has(from.instance.state);
   if ('pool' in on && (fanning || childEnded)) return inEnv(on, to.env, (c) => commitTransition(c, from, t, opts));
 
-  const queryable = 'pool' in on ? on.pool : on;
-  // named: each connection parses and plans it once (every step sends it)
-  const res = await queryable.query<{ n: number }>({ name: 'flow_commit', text: 'SELECT commit_journaled($1::jsonb) AS n', values: [JSON.stringify(param)] });
-  if (res.rows[0]!.n !== 1) return false;
+  const json = JSON.stringify(param);
+  const n = 'pool' in on ? await (opts.send ?? ((p) => commitOne(on.pool, p)))(json) : await commitOne(on, json);
+  if (n !== 1) return false;
   await writeFanOut(on as Client, t, opts);
   if (childEnded) await signalParent(on as Client, to, to.parentSeq!);
   return true;
+}
+
+/** One transition's commit_journaled() parameter (JSON) in one statement: its row count, 1 or 0. */
+export async function commitOne(q: Queryable, param: string): Promise<number> {
+  // named: each connection parses and plans it once (every step sends it)
+  const res = await q.query<{ n: number }>({ name: 'flow_commit', text: 'SELECT commit_journaled($1::jsonb) AS n', values: [param] });
+  return res.rows[0]!.n;
 }
 
 /**

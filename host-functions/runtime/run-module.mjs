@@ -7,6 +7,9 @@ import { jsonEqual } from './json-equal.mjs';
 /** @typedef {import('./protocol.ts').WorkerOutcome} WorkerOutcome */
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
+const encoder = new TextEncoder();
+/** The offset part of an Extism address (the top 16 bits name the block). */
+const OFFSET_MASK = (1n << 48n) - 1n;
 /**
  * How the AssemblyScript runtime words a request for more memory than can
  * exist (as reported through the guest library's abort handler). Matching
@@ -30,7 +33,7 @@ class HostStop extends Error {
  * the host at all (the module's start function called an import, logged, or trapped) is `tainted`:
  * it could have seen no run's clock or records, so it is never used and the run instantiates anew.
  * @typedef {{ task: RunTask | null, log: (level: string, message: string) => void, state: RunState, tainted: boolean }} Bindings
- * @typedef {{ calls: number, allocated: number, stop: WorkerOutcome | null }} RunState
+ * @typedef {{ calls: number, allocated: number, stop: WorkerOutcome | null, input: DataView, blocks: (DataView | null)[] }} RunState
  * @typedef {{ plugin: import('@extism/extism').Plugin, bindings: Bindings }} Instance
  * @param {WebAssembly.Module} module
  * @param {readonly string[]} importNames
@@ -86,7 +89,21 @@ export async function instantiate(module, importNames, bindTo = {}) {
         if (bindings.state.allocated > task.maxHostAllocBytes) {
           fail('FUNC_MEMORY', `module allocated more than ${task.maxHostAllocBytes} bytes of Extism host memory in one run`);
         }
-        return ctx.alloc(size);
+        const addr = ctx.alloc(size);
+        bindings.state.blocks[Number(addr >> 48n)] = writable(ctx, addr);
+        return addr;
+      },
+      // The PDK moves the input in and the output out 8 bytes per host call. Extism's own
+      // versions of these two re-find the block and mask with fresh BigInts on every call;
+      // these read the run's input and the blocks the module allocated (above) directly, with
+      // the same results (RangeError past the end; a write to an unknown block does nothing).
+      input_load_u64: (/** @type {any} */ _ctx, /** @type {bigint} */ offset) => {
+        current();
+        return bindings.state.input.getBigUint64(Number(offset & OFFSET_MASK), true);
+      },
+      store_u64: (/** @type {any} */ ctx, /** @type {bigint} */ addr, /** @type {bigint} */ value) => {
+        const block = bindings.state.blocks[Number(addr >> 48n)] ?? writable(ctx, addr);
+        block?.setBigUint64(Number(addr & OFFSET_MASK), value, true);
       },
       error_set: (/** @type {any} */ ctx, /** @type {bigint} */ addr) => {
         current();
@@ -128,7 +145,10 @@ export async function instantiate(module, importNames, bindTo = {}) {
  * @returns {Promise<WorkerOutcome>}
  */
 export async function runModule(task, log, ready = null) {
-  const state = freshState();
+  // Extism stores a Uint8Array's whole buffer as the input block, so it must hold exactly the input.
+  const encoded = encoder.encode(task.inputJson);
+  const input = encoded.byteLength === encoded.buffer.byteLength ? encoded : encoded.slice();
+  const state = freshState(new DataView(input.buffer, input.byteOffset, input.byteLength));
   /** @type {Instance | null} */
   let instance = null;
   try {
@@ -139,7 +159,7 @@ export async function runModule(task, log, ready = null) {
       await ready?.plugin.close();
       instance = await instantiate(task.module, task.declaredImports, { task, log, state });
     }
-    const output = await instance.plugin.call(task.exportName, task.inputJson);
+    const output = await instance.plugin.call(task.exportName, input);
     if (state.stop) return state.stop; // the module caught our exception and carried on
     if (state.calls < task.recorded.length) {
       return failed('FUNC_REPLAY_DIVERGED', `module finished after ${state.calls} host calls, but ${task.recorded.length} are recorded`);
@@ -154,9 +174,18 @@ export async function runModule(task, log, ready = null) {
   }
 }
 
-/** @returns {RunState} */
-function freshState() {
-  return { calls: 0, allocated: 0, stop: null };
+/** @param {DataView} [input] the run's input bytes, as handed to the module @returns {RunState} */
+function freshState(input = new DataView(new ArrayBuffer(0))) {
+  return { calls: 0, allocated: 0, stop: null, input, blocks: [] };
+}
+
+/**
+ * A view to write an Extism block through (`ctx.read` gives a read-only one), or null for no block.
+ * @param {any} ctx @param {bigint} addr @returns {DataView | null}
+ */
+function writable(ctx, addr) {
+  const block = ctx.read(addr);
+  return block === null ? null : new DataView(block.buffer);
 }
 
 /** @param {any} ctx @param {bigint} addr */

@@ -7,7 +7,7 @@ let runtime: FuncRuntime;
 const logs: FuncLogEntry[] = [];
 
 beforeAll(async () => {
-  modules = await buildTestModules(['echo', 'one-call', 'clock', 'chain', 'start-clock', 'counter']);
+  modules = await buildTestModules(['echo', 'one-call', 'clock', 'chain', 'start-clock', 'counter', 'passthrough']);
   runtime = createFuncRuntime({ loadModule: modules.load, maxMemoryPages: TEST_MEMORY_PAGES, onLog: (e) => logs.push(e) });
 });
 afterAll(async () => {
@@ -26,6 +26,20 @@ describe('FuncRuntime.run', () => {
     const result = await runtime.run(runRequest(modules.hash['echo']!, { input }));
     expect(result).toEqual({ status: 'done', output: { echo: input }, calls: 0 });
     expect(logs).toContainEqual({ moduleHash: modules.hash['echo'], level: 'info', message: `echo ${JSON.stringify(input)}` });
+  });
+
+  // The runtime serves the PDK's 8-byte input reads and output writes itself (run-module.mjs):
+  // every length mod 8 (the PDK's byte-wise tail), multi-byte text across 8-byte boundaries, 64 KB.
+  it('input, output and host requests cross byte for byte at every length mod 8, up to 64 KB', async () => {
+    const texts = [...Array.from({ length: 17 }, (_, i) => 'é'.repeat(i % 3) + 'x'.repeat(i) + '€'), '😀a'.repeat(65_536 / 5)];
+    for (const text of texts) {
+      const input = { text };
+      const passed = await runtime.run(runRequest(modules.hash['passthrough']!, { input }));
+      expect(passed).toEqual({ status: 'done', output: input, calls: 0 });
+      const req = runRequest(modules.hash['one-call']!, { input, declaredImports: ['lookup'] });
+      const asked = await runtime.run(req);
+      expect(asked).toEqual({ status: 'suspended', call: { n: 0, importName: 'lookup', request: input } });
+    }
   });
 
   it('an unrecorded host call suspends the run; rerun with its response recorded completes', async () => {

@@ -1,0 +1,75 @@
+import type pg from 'pg';
+import { commitBatch } from '../store/commit-batch.ts';
+import { commitOne } from '../store/commit-transition.ts';
+
+/** Rows a batch holds at most: a bound on one statement's parameter and on its locks. */
+const MAX_BATCH = 64;
+
+interface Waiting {
+  param: string;
+  resolve: (n: number) => void;
+  reject: (err: unknown) => void;
+}
+
+/**
+ * Puts the worker pool's single-statement commits of many instances into one statement, one
+ * transaction and one WAL flush (migration 0012). Batching is natural, with no timer: when no
+ * batch is in flight a commit is sent at once, on its own — so a workflow alone pays nothing —
+ * and the commits that arrive while one is in flight are sent together when it returns. The
+ * more instances in flight, the larger the batches.
+ *
+ * Each caller is answered only when its own row's statement has returned (committed or fenced):
+ * a worker still runs its next effect only after its state is durable. A batch is one
+ * transaction, so a lost connection leaves each of its rows as unknown as a lone commit would;
+ * every caller gets the error, and its retry asks for its own receipt (see WorkerPool #commit).
+ */
+export class CommitBatcher {
+  readonly #waiting: Waiting[] = [];
+  #sending = false;
+
+  constructor(private readonly pool: pg.Pool) {}
+
+  /** Commits one transition (commit_journaled()'s parameter, JSON); answers its row count. */
+  commit = (param: string): Promise<number> =>
+    new Promise((resolve, reject) => {
+      this.#waiting.push({ param, resolve, reject });
+      if (!this.#sending) void this.#send();
+    });
+
+  async #send(): Promise<void> {
+    this.#sending = true;
+    while (this.#waiting.length > 0) await this.#sendBatch(this.#waiting.splice(0, MAX_BATCH));
+    this.#sending = false;
+  }
+
+  /** Never throws: every caller of the batch is answered, with its count or an error. */
+  async #sendBatch(batch: Waiting[]): Promise<void> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (err) {
+      for (const w of batch) w.reject(err);
+      return;
+    }
+    // held, not pool.query(): a statement error keeps the connection (pool.query would drop it,
+    // and on PGlite, one session behind a one-client pool, a dropped client breaks the next)
+    try {
+      if (batch.length === 1) return await alone(client, batch[0]!);
+      const ns = await commitBatch(client, batch.map((w) => w.param));
+      for (const [i, w] of batch.entries()) w.resolve(ns[i]!);
+    } catch {
+      // A statement error (a row that raised, a deadlock) rolled the whole batch back: commit each
+      // row on its own, so only the bad one fails. On the same connection: if it was lost, the
+      // batch may have landed, and a fresh one would answer its rows "fenced" (their guards
+      // moved); the lost one answers each row with the error, and each worker's retry finds its
+      // receipt. (PGlite's pool has no second connection to offer anyway.)
+      for (const w of batch) await alone(client, w);
+    } finally {
+      client.release();
+    }
+  }
+}
+
+async function alone(client: pg.PoolClient, w: Waiting): Promise<void> {
+  await commitOne(client, w.param).then(w.resolve, w.reject);
+}
