@@ -1,8 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { begin, onOutcome } from '../../engine/core/flow.ts';
-import { initialCtx, type Instance } from '../../engine/core/instance.ts';
 import type { TraceEvent } from '../../engine/core/journal.ts';
 import { CommitBatcher } from '../../engine/runtime/commit-batcher.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
@@ -18,6 +16,7 @@ import { closeTestDb, describeEachDriver, openTestDb } from '../support/db.ts';
 import { uniqueLogic } from '../support/engine.ts';
 import { FakeService } from '../support/fake-service.ts';
 import { PgProxy } from '../support/pg-proxy.ts';
+import { newInstance } from '../../engine/runtime/start-instance.ts';
 
 const ENV = 'env-batch';
 const DATABASE_URL = process.env['DATABASE_URL'];
@@ -33,25 +32,7 @@ async function claimed(db: Db, n: number): Promise<Stored[]> {
   await inEnv(db, ENV, async (c) => {
     await publishLogicVersion(c, ENV, logic).catch(() => false);
     for (let i = 0; i < n; i++) {
-      const inst: Instance = {
-        id: randomUUID(),
-        env: ENV,
-        domain: 'test',
-        logicId: logic.logicId,
-        version: 1,
-        logicHash: logic.hash,
-        state: 'pending',
-        input: {},
-        output: null,
-        currentStep: logic.start,
-        error: null,
-        generation: 0,
-        correlationId: null,
-        parentId: null,
-        parentSeq: null,
-        branchIndex: null,
-        ctx: initialCtx(),
-      };
+      const inst = newInstance(logic, { env: ENV, input: {}, correlationId: null });
       await insertWorkflow(c, await begin(logic, inst), { idempotencyKey: null });
       ids.push(inst.id);
     }

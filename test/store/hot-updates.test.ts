@@ -1,7 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import { expect, it } from 'vitest';
 import { begin, onOutcome } from '../../engine/core/flow.ts';
-import { initialCtx, type Instance } from '../../engine/core/instance.ts';
 import { claimWorkflows, heartbeats } from '../../engine/store/claim-workflows.ts';
 import { commitTransition } from '../../engine/store/commit-transition.ts';
 import { insertWorkflow } from '../../engine/store/insert-workflow.ts';
@@ -10,6 +8,7 @@ import type { Stored } from '../../engine/store/rows.ts';
 import { asScheduler, type Client, inEnv } from '../../engine/store/tx.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 import { describeEachDriver } from '../support/db.ts';
+import { newInstance } from '../../engine/runtime/start-instance.ts';
 
 const logic = makeLogic({
   logicId: 'store.hot',
@@ -40,25 +39,7 @@ async function updates(c: Client, write: () => Promise<void>): Promise<{ all: nu
 describeEachDriver('step commits update the workflow row in place', (getDb) => {
   async function claimed(): Promise<Stored> {
     const env = 'env-hot';
-    const inst: Instance = {
-      id: randomUUID(),
-      env,
-      domain: 'test',
-      logicId: logic.logicId,
-      version: 1,
-      logicHash: logic.hash,
-      state: 'pending',
-      input: {},
-      output: null,
-      currentStep: logic.start,
-      error: null,
-      generation: 0,
-      correlationId: null,
-      parentId: null,
-      parentSeq: null,
-      branchIndex: null,
-      ctx: initialCtx(),
-    };
+    const inst = newInstance(logic, { env, input: {}, correlationId: null });
     const t = await begin(logic, inst);
     await inEnv(getDb(), env, async (c) => {
       await publishLogicVersion(c, env, logic).catch(() => false);

@@ -15,6 +15,7 @@ import type { Stored } from '../../engine/store/rows.ts';
 import { inEnv } from '../../engine/store/tx.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 import { DRIVERS, describeEachDriver } from '../support/db.ts';
+import { newInstance } from '../../engine/runtime/start-instance.ts';
 
 const logic = makeLogic({
   logicId: 'store.outputs',
@@ -24,33 +25,15 @@ const logic = makeLogic({
 const ENV = 'env-outputs';
 const LEASE = 30_000;
 
-function newInstance(): Instance {
-  return {
-    id: randomUUID(),
-    env: ENV,
-    domain: 'test',
-    logicId: logic.logicId,
-    version: 1,
-    logicHash: logic.hash,
-    state: 'pending',
-    input: {},
-    output: null,
-    currentStep: logic.start,
-    error: null,
-    generation: 0,
-    correlationId: null,
-    parentId: null,
-    parentSeq: null,
-    branchIndex: null,
-    ctx: initialCtx(),
-  };
+function fresh(): Instance {
+  return newInstance(logic, { env: ENV, input: {}, correlationId: null });
 }
 
 // Migration 0011: each output is a row of workflow_outputs, written by the commit that set it and
 // by no later one; every read puts the outputs back into ctx.outputs.
 describeEachDriver('step outputs are stored once', (getDb) => {
   async function claimedNew(): Promise<Stored> {
-    const inst = newInstance();
+    const inst = fresh();
     const t = await begin(logic, inst);
     await inEnv(getDb(), ENV, async (c) => {
       await publishLogicVersion(c, ENV, logic).catch(() => false);

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { isAllowedTransition, TRANSITION_CAUSES, TRANSITIONS, type TransitionCause, WORKFLOW_STATES, type WorkflowState } from '../../contracts/index.ts';
 import { begin } from '../../engine/core/flow.ts';
-import { initialCtx, type Instance } from '../../engine/core/instance.ts';
+import type { Instance } from '../../engine/core/instance.ts';
 import { Draft } from '../../engine/core/transition.ts';
 import { commitTransition } from '../../engine/store/commit-transition.ts';
 import { openDb } from '../../engine/store/db.ts';
@@ -13,29 +13,12 @@ import { dropSchema, migrate } from '../../engine/store/migrate.ts';
 import { inEnv } from '../../engine/store/tx.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 import { describeEachDriver } from '../support/db.ts';
+import { newInstance } from '../../engine/runtime/start-instance.ts';
 
 const logic = makeLogic({ logicId: 'store.flow', start: 'wait', steps: { wait: { kind: 'decision', options: ['go'] } } });
 
 function instanceOf(env: string): Instance {
-  return {
-    id: randomUUID(),
-    env,
-    domain: 'test',
-    logicId: logic.logicId,
-    version: 1,
-    logicHash: logic.hash,
-    state: 'pending',
-    input: {},
-    output: null,
-    currentStep: logic.start,
-    error: null,
-    generation: 0,
-    correlationId: null,
-    parentId: null,
-    parentSeq: null,
-    branchIndex: null,
-    ctx: initialCtx(),
-  };
+  return newInstance(logic, { env, input: {}, correlationId: null });
 }
 
 describeEachDriver('store', (getDb) => {
