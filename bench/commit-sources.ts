@@ -145,6 +145,15 @@ const topByCalls = tracking
       )
     ).rows
   : [];
+// every level (the script loads pg_stat_statements with track = all): where the server's execution time goes
+const byTime = tracking
+  ? (
+      await meta.query<{ query: string; calls: string; ms: number }>(
+        `SELECT regexp_replace(query, '\\s+', ' ', 'g') AS query, calls, total_exec_time AS ms FROM pg_stat_statements
+         WHERE query !~ 'pg_stat' ORDER BY total_exec_time DESC LIMIT 20`,
+      )
+    ).rows
+  : [];
 const ownMeta = tracking
   ? topByCalls.filter((r) => /pg_stat_activity|pg_stat_force_next_flush|pg_stat_statements_reset/.test(r.query)).reduce((n, r) => n + Number(r.calls), 0)
   : 0;
@@ -166,4 +175,8 @@ out(markdownTable(['transaction (engine process, counted in Client.query)', 'cou
 if (tracking) {
   out('');
   out(markdownTable(['pg_stat_statements, top level, by calls', 'calls', 'per step'], topByCalls.map((r) => [r.query.slice(0, 90), fmt(Number(r.calls)), fmt(Number(r.calls) / steps, 3)])));
+  out('');
+  out('Execution time (nested statements count inside the function that ran them, so the rows overlap):');
+  out('');
+  out(markdownTable(['pg_stat_statements, every level, by time', 'calls', 'µs per step'], byTime.map((r) => [r.query.slice(0, 90), fmt(Number(r.calls)), fmt((r.ms * 1000) / steps, 1)])));
 }

@@ -31,7 +31,8 @@ export async function stepCommitLatencies(db: Db, opts: { workflows: number; ste
     let current = (await inEnv(db, 'default', (c) => loadWorkflow(c, id)))!;
     while (current.instance.state === 'processing') {
       const outcome = { status: 'succeeded', output: opts.output } as const;
-      const t = await onOutcome(logic, current.instance, outcome);
+      // goOn, as a worker that holds the lease: the next attempt is prepared and the row stays `processing`
+      const t = await onOutcome(logic, current.instance, outcome, true);
       const s0 = performance.now();
       await commitTransition(db, current, t, { keepLease: { token, ttlMs: 30_000 }, event: { type: 'outcome', outcome } });
       samples.push(performance.now() - s0);
