@@ -1,24 +1,10 @@
-/**
- * Issue 14's table: the engine against the floor Postgres and the owning service allow, all
- * measured in one run on one server, with the goals each row carries marked met or missed.
- * Prints one markdown table; asserts nothing.
- *
- *   npm run bench                 600 workflows a case, median of 3 rounds
- *   npm run bench -- --quick      200 workflows a case, 1 round (under 2 minutes)
- *
- * (starts a throw-away Postgres 15 unless DATABASE_URL is set; BENCH_WORKFLOWS, BENCH_ROUNDS override)
- */
-import { randomUUID } from 'node:crypto';
+
 import { freemem, totalmem, cpus } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { type LogicVersion, type StepDef, TERMINAL_STATES } from '../contracts/index.ts';
-import { onOutcome } from '../engine/core/flow.ts';
 import { Engine } from '../engine/runtime/engine.ts';
 import type { TransitionObserver } from '../engine/runtime/observer.ts';
-import { commitTransition } from '../engine/store/commit-transition.ts';
-import { loadWorkflow } from '../engine/store/load-workflow.ts';
-import { inEnv } from '../engine/store/tx.ts';
 import { createFuncRuntime } from '../host-functions/index.ts';
 import { buildTestModules, TEST_MEMORY_PAGES } from '../test/host-functions/helpers/test-modules.ts';
 import { type Db, openDb } from '../engine/store/db.ts';
@@ -26,6 +12,7 @@ import { dropSchema, migrate } from '../engine/store/migrate.ts';
 import { makeLogic } from '../test/contracts/helpers.ts';
 import { apiStartThroughput } from './api-start.ts';
 import { floor, httpAlone } from './floor.ts';
+import { stepCommitLatencies } from './step-commit.ts';
 import { type Counts, fmt, markdownTable, median, minimalService, PgCounter, percentile, pool } from './support.ts';
 
 const url = process.env['DATABASE_URL'];
@@ -39,6 +26,8 @@ const FLOOR_OPS = (WORKFLOWS * STEPS) / 2;
 const CONCURRENCIES = [16, 64] as const;
 /** Solo workflows run one after another for the per-step latency alone. */
 const SOLO_RUNS = QUICK ? 15 : 30;
+/** Workflows run through each measured engine's connections before it is measured (warmUp). */
+const WARMUP = QUICK ? 50 : 100;
 const out = (s: string) => process.stdout.write(`${s}\n`);
 
 function chain(kind: 'pass' | 'proxy'): LogicVersion {
@@ -91,13 +80,36 @@ class Watch implements TransitionObserver {
 async function freshEngine(serviceUrl: string, concurrency: number, observer?: TransitionObserver, schema = `bench_${Date.now()}`): Promise<{ db: Db; engine: Engine }> {
   const db = await openDb(url, { schema, poolSize: concurrency + 4 });
   await migrate(db);
-  const engine = new Engine({
+  return { db, engine: engineOn(db, serviceUrl, concurrency, observer) };
+}
+
+function engineOn(db: Db, serviceUrl: string, concurrency: number, observer?: TransitionObserver): Engine {
+  return new Engine({
     db,
     executors: { handlers: new Map([['BENCH', { url: serviceUrl }]]) },
     worker: { concurrency, pollMs: 20 },
     ...(observer ? { observer } : {}),
   });
-  return { db, engine };
+}
+
+/**
+ * Runs WARMUP workflows of `logic` through an engine on `db`, so the measured engine that comes
+ * next finds its connections as a long-running engine has them. A new backend compiles the
+ * engine's PL/pgSQL functions and plans each of their statements five times (custom plans) before
+ * it settles on a generic plan; a case of a few seconds on brand-new connections counted that
+ * start-up as if every step paid it (same run, same box: 1,103 steps/s cold against 1,514-1,554
+ * warm at concurrency 16).
+ */
+async function warmUp(db: Db, serviceUrl: string, concurrency: number, logic: LogicVersion, kind: 'pass' | 'proxy'): Promise<void> {
+  const watch = new Watch();
+  const engine = engineOn(db, serviceUrl, concurrency, watch);
+  await engine.workers.start();
+  const ended = kind === 'proxy' ? watch.until(WARMUP) : Promise.resolve();
+  await pool(WARMUP, 16, async () => {
+    await engine.start({ logicId: logic.logicId, input: {} });
+  });
+  await ended;
+  await engine.close();
 }
 
 /**
@@ -113,13 +125,19 @@ async function throughput(counter: PgCounter, kind: 'pass' | 'proxy', serviceUrl
     pool(WORKFLOWS, 16, async () => {
       await engine.start({ logicId: logic.logicId, input: {} });
     });
-  const setup = await freshEngine(serviceUrl, 16, undefined, schema);
-  await setup.engine.publish(logic);
-  if (kind === 'proxy') await startAll(setup.engine);
-  await setup.db.close();
+  const db = await openDb(url, { schema, poolSize: concurrency + 4 });
+  await migrate(db);
+  await engineOn(db, serviceUrl, concurrency).publish(logic);
+  await warmUp(db, serviceUrl, concurrency, logic, kind);
+  if (kind === 'proxy') {
+    // started by an engine on a pool of its own, before the measured workers run
+    const setup = await openDb(url, { schema, poolSize: 20 });
+    await startAll(engineOn(setup, serviceUrl, 16));
+    await setup.close();
+  }
 
   const watch = new Watch();
-  const { db, engine } = await freshEngine(serviceUrl, concurrency, watch, schema);
+  const engine = engineOn(db, serviceUrl, concurrency, watch);
   let seconds = 0;
   let ownQueries = 0;
   const counted = await counter.measure(async (ended) => {
@@ -131,7 +149,7 @@ async function throughput(counter: PgCounter, kind: 'pass' | 'proxy', serviceUrl
       await startAll(engine);
       ownQueries++;
       const r = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM workflows WHERE state = 'completed'`);
-      if (r.rows[0]!.n !== WORKFLOWS) throw new Error(`pass workflows did not end in their starts: ${r.rows[0]!.n} of ${WORKFLOWS}`);
+      if (r.rows[0]!.n !== WORKFLOWS + WARMUP) throw new Error(`pass workflows did not end in their starts: ${r.rows[0]!.n - WARMUP} of ${WORKFLOWS}`);
     }
     seconds = (performance.now() - t0) / 1000;
     await ended();
@@ -156,6 +174,7 @@ async function solo(serviceUrl: string) {
   const { db, engine } = await freshEngine(serviceUrl, 16, watch);
   const logic = chain('proxy');
   await engine.publish(logic);
+  await warmUp(db, serviceUrl, 16, logic, 'proxy');
   await engine.workers.start();
   for (let run = 0; run < SOLO_RUNS; run++) {
     const ended = watch.until(run + 1);
@@ -177,30 +196,14 @@ async function solo(serviceUrl: string) {
  * Runs are spaced by one commit's time, as steps are in the engine: that is when a worker makes
  * the next instance of the module ahead of its run.
  */
-async function funcOverhead(serviceUrl: string) {
+async function funcOverhead() {
   const built = await buildTestModules(['passthrough', 'one-call']);
   const runtime = createFuncRuntime({ loadModule: built.load, maxMemoryPages: TEST_MEMORY_PAGES });
-  const { db, engine } = await freshEngine(serviceUrl, 16);
-  const logic = chain('proxy');
-  await engine.publish(logic);
-  // one step's commit alone: finish an attempt and prepare the next through commit_transition
-  const commit: number[] = [];
-  for (let w = 0; w < 30; w++) {
-    const { id } = await engine.start({ logicId: logic.logicId, input: {} });
-    const token = randomUUID();
-    await db.pool.query(`UPDATE workflows SET state = 'processing', lease_token = $2, row_version = row_version + 1 WHERE id = $1`, [id, token]);
-    let current = (await inEnv(db, 'default', (c) => loadWorkflow(c, id)))!;
-    while (current.instance.state === 'processing') {
-      const t = await onOutcome(logic, current.instance, { status: 'succeeded', output: { ok: true } });
-      const s0 = performance.now();
-      await commitTransition(db, current, t, { keepLease: { token, ttlMs: 30_000 } });
-      commit.push(performance.now() - s0);
-      current = { instance: t.instance, rowVersion: current.rowVersion + 1, leaseToken: token, wakes: [] };
-    }
-  }
+  const db = await openDb(url, { schema: `bench_${Date.now()}`, poolSize: 20 });
+  await migrate(db);
+  const commitP50 = percentile(await stepCommitLatencies(db, { workflows: 30, steps: STEPS, output: { ok: true } }), 50);
   await dropSchema(db);
   await db.close();
-  const commitP50 = percentile(commit.sort((a, b) => a - b), 50);
   const rows: { label: string; p50: number }[] = [];
   for (const [label, module, size, calls] of [
     ['0 host calls, 1 KB', 'passthrough', 1024, 0],
@@ -254,7 +257,7 @@ async function round(counter: PgCounter, serviceUrl: string): Promise<Round> {
   put('solo', await solo(serviceUrl));
   r['solo.target'] = r['commit1.p50']! + r['http1.p50']! + 0.3;
   r['solo.vsTarget'] = r['solo.p50']! / r['solo.target']!;
-  const func = await funcOverhead(serviceUrl);
+  const func = await funcOverhead();
   r['func.commit'] = func.commitP50;
   func.rows.forEach((row, i) => {
     r[`func${i}.p50`] = row.p50;
