@@ -102,7 +102,7 @@ async function driveOne(db: Db, logic: LogicVersion, output: (i: number) => unkn
     const coreMs = performance.now() - k0;
     // what the commit sends: the row's ctx (outputs are rows of their own, migration 0011) and the effects with the changed outputs
     const ctxBytes = Buffer.byteLength(JSON.stringify(storedCtx(t.instance.ctx)));
-    const paramBytes = ctxBytes + Buffer.byteLength(JSON.stringify({ effects: effectsParam(t), event }));
+    const paramBytes = ctxBytes + Buffer.byteLength(JSON.stringify({ effects: effectsParam(t, stored.instance.ctx.outputs), event }));
     const w0 = wal ? await walLsn(wal) : 0n;
     const s0 = performance.now();
     const keep = t.instance.state === 'processing';

@@ -1,6 +1,6 @@
 import { isAllowedTransition, TERMINAL_STATES } from '../../contracts/index.ts';
 import { signalParent, spawnChildren } from './children.ts';
-import type { Instance } from '../core/instance.ts';
+import type { Ctx, Instance } from '../core/instance.ts';
 import type { TraceEvent } from '../core/journal.ts';
 import type { Transition } from '../core/transition.ts';
 import type { Db } from './db.ts';
@@ -54,7 +54,7 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
     throw new TransitionRefused(to.id, from.instance.state, t.cause, to.state);
   }
   const param = {
-    ...effectsParam(t),
+    ...effectsParam(t, from.instance.ctx.outputs),
     env: to.env,
     id: to.id,
     rowVersion: from.rowVersion,
@@ -121,14 +121,13 @@ export async function writeFanOut(c: Client, t: Transition, opts: Pick<CommitOpt
 /**
  * The rows besides the workflow row that a transition writes, as `write_effects()` reads them:
  * among them only the outputs it changed (migration 0011), so a commit's size does not grow with
- * the steps before it.
+ * the steps before it. `before`: the outputs the store holds for the instance now.
  */
-export function effectsParam(t: Transition) {
+export function effectsParam(t: Transition, before: Ctx['outputs'], changed: readonly string[] = t.outputsChanged) {
   return {
-    ...outputsParam(t.instance.ctx, t.outputsChanged),
+    ...outputsParam(before, t.instance.ctx, changed),
     state: t.instance.state,
-    inserts: t.attempts.filter((a) => a.op === 'insert'),
-    finishes: t.attempts.filter((a) => a.op === 'finish'),
+    attempts: t.attempts,
     outbox: t.commands.filter((c) => c.type === 'outbox'),
     timers: t.commands.filter((c) => c.type === 'timer'),
     notify: t.instance.state === 'pending' || t.instance.state === 'compensating',

@@ -2,7 +2,7 @@ import type { Instance } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
 import { effectsParam, writeFanOut } from './commit-transition.ts';
 import { insertJournal, journalParam } from './journal.ts';
-import { outputsParam, storedCtx } from './rows.ts';
+import { storedCtx } from './rows.ts';
 import type { Client } from './tx.ts';
 
 export interface StartKey {
@@ -67,7 +67,7 @@ export async function insertWorkflow(
     return { id: row.id, created: false, requestHash: row.request_hash };
   }
   // a new row has no outputs yet: every output the instance holds is written, changed or not
-  const effects = { ...effectsParam(t), ...outputsParam(i.ctx, Object.keys(i.ctx.outputs)) };
+  const effects = effectsParam(t, {}, Object.keys(i.ctx.outputs));
   await c.query('SELECT write_effects($1, $2, $3::jsonb)', [i.id, i.env, JSON.stringify(effects)]);
   // the first journal row: the instance was created and began (row_version 1)
   if (key.initial !== undefined) await insertJournal(c, i.env, i.id, journalParam(1, key.initial, { type: 'begin' }, t));

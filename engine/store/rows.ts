@@ -67,18 +67,26 @@ export function storedCtx(ctx: Ctx): Omit<Ctx, 'outputs'> {
 }
 
 /**
- * The outputs a transition changed, as write_effects() reads them: the ones it set, to upsert, and
- * the ones it removed (a rewind), to delete. An output set to undefined has no JSON: removed too.
+ * The outputs a transition changed, as write_effects() reads them: the ones new to the instance,
+ * to insert; the ones it had and now holds another value for, to update; the ones it removed (a
+ * rewind), to delete. `before` is what the store holds, as the instance was read or last
+ * committed. An output set to undefined has no JSON: removed too.
  */
-export function outputsParam(ctx: Ctx, changed: readonly string[]): { outputs: Ctx['outputs']; forgotten: string[] } {
-  const outputs: Ctx['outputs'] = {};
+export function outputsParam(
+  before: Ctx['outputs'],
+  ctx: Ctx,
+  changed: readonly string[],
+): { added: Ctx['outputs']; replaced: Ctx['outputs']; forgotten: string[] } {
+  const added: Ctx['outputs'] = {};
+  const replaced: Ctx['outputs'] = {};
   const forgotten: string[] = [];
   for (const step of changed) {
     const value = ctx.outputs[step];
-    if (Object.hasOwn(ctx.outputs, step) && value !== undefined) outputs[step] = value;
-    else forgotten.push(step);
+    const stored = Object.hasOwn(before, step) && before[step] !== undefined;
+    if (Object.hasOwn(ctx.outputs, step) && value !== undefined) (stored ? replaced : added)[step] = value;
+    else if (stored) forgotten.push(step);
   }
-  return { outputs, forgotten };
+  return { added, replaced, forgotten };
 }
 
 export function toStored(r: WorkflowRow): Stored {

@@ -12,6 +12,7 @@ import { loadWorkflow } from '../../engine/store/load-workflow.ts';
 import { publishLogicVersion } from '../../engine/store/logic-versions.ts';
 import { dropSchema, migrate } from '../../engine/store/migrate.ts';
 import type { Stored } from '../../engine/store/rows.ts';
+import type { Transition } from '../../engine/core/transition.ts';
 import { inEnv } from '../../engine/store/tx.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 import { DRIVERS, describeEachDriver } from '../support/db.ts';
@@ -94,6 +95,54 @@ describeEachDriver('step outputs are stored once', (getDb) => {
     const [claimed] = await claimWorkflows(getDb().pool, { limit: 1, leaseMs: LEASE });
     expect(claimed!.instance.id).toBe(id);
     expect(claimed!.instance.ctx.outputs).toEqual({ s0: { step: 's0' } });
+  });
+
+  // Migration 0014: a new output is a plain INSERT, a changed one an UPDATE, and the attempts one
+  // MERGE; each write must land on the row it names. A commit built on a view of the instance the
+  // store does not share raises (data_exception, or the key's unique_violation) and writes nothing.
+  it('a commit whose writes do not fit the stored rows raises, and nothing of it is written', async () => {
+    const stored = await succeed(await claimedNew());
+    const id = stored.instance.id;
+    const step = async () => onOutcome(logic, stored.instance, { status: 'succeeded', output: { step: 's1' } }, true);
+    const keep = { token: stored.leaseToken!, ttlMs: LEASE };
+    // on a held connection (as the worker pool's batcher does): a failed statement through
+    // pool.query would drop PGlite's one session
+    const commit = (from: Stored, t: Transition) => inEnv(getDb(), ENV, (c) => commitTransition(c, from, t, { keepLease: keep }));
+    const cases: [string, () => Promise<boolean>][] = [
+      // believes s1 already has an output row: its output would be an update of nothing
+      ['replaced output without a row', async () => {
+        const believes = { ...stored, instance: { ...stored.instance, ctx: { ...stored.instance.ctx, outputs: { ...stored.instance.ctx.outputs, s1: 1 } } } };
+        return commit(believes, await step());
+      }],
+      // never saw s0's output: writing it again would be an insert of a row that is there
+      ['added output with a row', async () => {
+        const blind = { ...stored, instance: { ...stored.instance, ctx: { ...stored.instance.ctx, outputs: {} } } };
+        const t = await step();
+        t.outputsChanged.push('s0');
+        return commit(blind, t);
+      }],
+      ['finish of an attempt without a row', async () => {
+        const t = await step();
+        t.attempts.push({ op: 'finish', seq: 999, state: 'succeeded', output: null, error: null });
+        return commit(stored, t);
+      }],
+      ['insert of an attempt that has a row', async () => {
+        const t = await step();
+        const prepared = t.attempts.find((a) => a.op === 'insert')!;
+        t.attempts.push({ ...prepared, seq: stored.instance.ctx.running!.seq });
+        return commit(stored, t);
+      }],
+    ];
+    const before = await outputRows(id);
+    for (const [name, attempt] of cases) {
+      const err = await attempt().then(() => ({ code: 'committed' }), (e: { code?: string }) => e);
+      expect(`${name}: ${err.code}`).toMatch(/: (22000|23505)$/);
+      const now = (await inEnv(getDb(), ENV, (c) => loadWorkflow(c, id)))!;
+      expect(now.rowVersion, name).toBe(stored.rowVersion);
+      expect(await outputRows(id), name).toEqual(before);
+    }
+    // the same step from the store's own view commits
+    expect(await commit(stored, await step())).toBe(true);
   });
 });
 
