@@ -7,8 +7,6 @@ import { WorkerPool } from './worker-pool.ts';
 
 const PAGE_BYTES = 65536;
 const HASH = /^[0-9a-f]{64}$/;
-/** See WorkerPoolOptions.syncWaitMs. */
-const SYNC_WAIT_MS = 0.5;
 
 /**
  * Creates the runtime the engine runs `func` steps with. Nothing starts until
@@ -26,7 +24,7 @@ export function createFuncRuntime(opts: FuncRuntimeOptions): FuncRuntime {
   const poolSize = opts.poolSize ?? 2;
   if (!Number.isInteger(poolSize) || poolSize < 1) throw new RangeError(`poolSize must be a positive integer, got ${poolSize}`);
   const cache = new ModuleCache(opts.loadModule, maxMemoryPages, opts.cacheSize ?? 128);
-  const pool = new WorkerPool({ size: poolSize, heapMb: opts.workerHeapMb ?? 256, syncWaitMs: SYNC_WAIT_MS });
+  const pool = new WorkerPool({ size: poolSize, heapMb: opts.workerHeapMb ?? 256 });
   let closed = false;
 
   async function run(req: FuncRunRequest): Promise<FuncRunResult> {

@@ -1,4 +1,4 @@
-import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads';
+import { Worker } from 'node:worker_threads';
 import { FuncErrorCode } from '../errors.ts';
 import type { RunTask, WorkerMessage, WorkerOutcome } from './protocol.ts';
 
@@ -7,17 +7,7 @@ const WORKER_URL = new URL('./worker-entry.mjs', import.meta.url);
 export interface WorkerPoolOptions {
   size: number;
   heapMb: number;
-  /**
-   * How long the parent blocks, at most, for a run it just sent before it goes back to its event
-   * loop and takes the outcome as a message. A 1 KB run is done well inside it and costs no wake-up
-   * of the parent's loop; a longer run costs the parent this much, once. 0: never block.
-   */
-  syncWaitMs: number;
 }
-
-/** Slots of a worker's control block (an Int32Array on a SharedArrayBuffer). */
-const TASK = 0;
-const DONE = 1;
 
 export type LogSink = (level: 'debug' | 'info' | 'warn' | 'error', message: string) => void;
 
@@ -25,17 +15,11 @@ interface Job {
   task: RunTask;
   timeoutMs: number;
   onLog: LogSink;
-  /** control[DONE] when the job was sent: the worker's reply moves it. */
-  done: number;
   resolve: (outcome: WorkerOutcome) => void;
 }
 
 interface Slot {
   worker: Worker;
-  /** control[TASK] is bumped by the parent for each run sent, control[DONE] by the worker for each reply. */
-  control: Int32Array;
-  /** Runs go out and replies come back on this port (the worker holds its other end). */
-  port: MessagePort;
   ready: boolean;
   job: Job | null;
   timer: NodeJS.Timeout | null;
@@ -61,7 +45,7 @@ export class WorkerPool {
   run(task: Omit<RunTask, 'id'>, timeoutMs: number, onLog: LogSink): Promise<WorkerOutcome> {
     if (this.#closed) return Promise.resolve(closedOutcome());
     return new Promise((resolve) => {
-      this.#queue.push({ task: { ...task, id: this.#nextId++ }, timeoutMs, onLog, done: 0, resolve });
+      this.#queue.push({ task: { ...task, id: this.#nextId++ }, timeoutMs, onLog, resolve });
       this.#pump();
     });
   }
@@ -70,95 +54,61 @@ export class WorkerPool {
     this.#closed = true;
     for (const job of this.#queue.splice(0)) job.resolve(closedOutcome());
     const slots = this.#slots.splice(0);
-    for (const slot of slots) {
-      this.#finish(slot, closedOutcome());
-      slot.port.close();
-    }
+    for (const slot of slots) this.#finish(slot, closedOutcome());
     await Promise.all(slots.map((slot) => slot.worker.terminate()));
   }
 
   #pump(): void {
-    for (;;) {
-      let sent: Slot | null = null;
-      while (this.#queue.length > 0) {
-        const idle = this.#slots.find((s) => s.ready && s.job === null);
-        if (idle !== undefined) {
-          if (this.#dispatch(idle, this.#queue.shift()!)) sent = idle;
-        } else if (this.#slots.length < this.#opts.size) this.#spawn();
-        else break;
-      }
-      // A run that finished within the brief wait frees its worker: send the next one.
-      if (sent === null || !this.#awaitBriefly(sent)) break;
+    while (this.#queue.length > 0) {
+      const idle = this.#slots.find((s) => s.ready && s.job === null);
+      if (idle !== undefined) this.#dispatch(idle, this.#queue.shift()!);
+      else if (this.#slots.length < this.#opts.size) this.#spawn();
+      else break;
     }
     this.#updateRefs();
   }
 
-  /**
-   * Blocks for at most syncWaitMs (and never past the run's timeout) until the slot's worker
-   * replies, then takes what it posted. True if the run finished; if not, its outcome comes as a
-   * message to the event loop later, and its timer still stops it.
-   */
-  #awaitBriefly(slot: Slot): boolean {
-    const job = slot.job;
-    if (job === null) return false;
-    Atomics.wait(slot.control, DONE, job.done, Math.min(this.#opts.syncWaitMs, job.timeoutMs));
-    for (let m = receiveMessageOnPort(slot.port); m !== undefined; m = receiveMessageOnPort(slot.port)) {
-      this.#onMessage(slot, m.message as WorkerMessage);
-    }
-    return slot.job !== job;
-  }
-
   #spawn(): void {
-    const control = new Int32Array(new SharedArrayBuffer(2 * Int32Array.BYTES_PER_ELEMENT));
-    const { port1, port2 } = new MessageChannel();
     let worker: Worker;
     try {
       worker = new Worker(WORKER_URL, {
-        workerData: { control, port: port2 },
-        transferList: [port2],
         // Explicit, so the worker does not inherit the parent's TypeScript loader flags.
         execArgv: ['--disable-warning=ExperimentalWarning'],
         resourceLimits: { maxOldGenerationSizeMb: this.#opts.heapMb },
       });
     } catch (err) {
-      port1.close();
       this.#failQueue(`could not start a worker thread: ${messageOf(err)}`);
       return;
     }
-    const slot: Slot = { worker, control, port: port1, ready: false, job: null, timer: null };
+    const slot: Slot = { worker, ready: false, job: null, timer: null };
     this.#slots.push(slot);
-    port1.on('message', (msg: WorkerMessage) => {
-      this.#onMessage(slot, msg);
-      this.#pump();
-    });
-    // The worker's ref decides whether the process stays alive for it (#updateRefs).
-    port1.unref();
+    worker.on('message', (msg: WorkerMessage) => this.#onMessage(slot, msg));
     worker.on('error', (err) => this.#onDeath(slot, err));
     worker.on('exit', (code) => this.#onDeath(slot, new Error(`worker exited with code ${code}`)));
   }
 
-  /** Sends the job to the slot's worker; false if it could not be sent (and was answered). */
-  #dispatch(slot: Slot, job: Job): boolean {
+  #dispatch(slot: Slot, job: Job): void {
     try {
-      slot.port.postMessage(job.task);
+      slot.worker.postMessage(job.task);
     } catch (err) {
       // Only values that cannot be cloned get here (e.g. a function inside a recorded response).
       job.resolve({ kind: 'failed', code: FuncErrorCode.BAD_RUN_REQUEST, message: `run request cannot be sent to a worker: ${messageOf(err)}` });
-      return false;
+      return;
     }
-    job.done = Atomics.load(slot.control, DONE);
-    Atomics.add(slot.control, TASK, 1);
-    Atomics.notify(slot.control, TASK);
     slot.job = job;
     slot.timer = setTimeout(() => this.#onTimeout(slot), job.timeoutMs);
-    return true;
   }
 
   #onMessage(slot: Slot, msg: WorkerMessage): void {
-    if (msg.type === 'ready') slot.ready = true;
-    else if (msg.type === 'log') {
+    if (msg.type === 'ready') {
+      slot.ready = true;
+      this.#pump();
+    } else if (msg.type === 'log') {
       if (slot.job?.task.id === msg.id) slot.job.onLog(msg.level, msg.message);
-    } else if (slot.job?.task.id === msg.id) this.#finish(slot, msg.outcome);
+    } else if (slot.job?.task.id === msg.id) {
+      this.#finish(slot, msg.outcome);
+      this.#pump();
+    }
   }
 
   #onTimeout(slot: Slot): void {
@@ -169,7 +119,6 @@ export class WorkerPool {
       code: FuncErrorCode.TIMEOUT,
       message: `module ran longer than ${ms} ms and was stopped; look for an endless loop or raise the step's timeoutMs`,
     });
-    slot.port.close();
     void slot.worker.terminate();
     this.#pump();
   }
@@ -182,7 +131,6 @@ export class WorkerPool {
       code: oom ? FuncErrorCode.MEMORY : FuncErrorCode.WORKER_CRASHED,
       message: oom ? `the worker ran out of heap (${this.#opts.heapMb} MiB) running the module` : `the worker running the module died: ${err.message}`,
     });
-    slot.port.close();
     void slot.worker.terminate();
     if (!slot.ready) this.#failQueue(`a worker thread failed to start: ${err.message}`);
     else this.#pump();
