@@ -5,8 +5,10 @@
 // Goal (issue 14): a 1 KB module run with 0–1 host calls ≤ 5% of one step's commit (p50).
 // Runs are spaced by one commit's time, as steps are in the engine, so the worker thread is idle
 // (asleep) when a run arrives; "back to back" rows leave it no idle time at all. The "this thread"
-// rows run the same module on the bench's own thread with an instance made ahead: Extism's own
-// cost with no worker in between, the floor any worker design can reach.
+// columns run the same module on the bench's own thread with an instance made ahead: Extism's own
+// cost with no worker in between, back to back (hot caches: the floor any design can reach) and
+// spaced like the worker's runs (what a thread that was idle pays anyway). Via the worker minus
+// "this thread, spaced" is the hop itself.
 import { performance } from 'node:perf_hooks';
 import { type Db, openDb } from '../engine/store/db.ts';
 import { dropSchema, migrate } from '../engine/store/migrate.ts';
@@ -83,7 +85,7 @@ try {
     if (r.status !== 'done') throw new Error(`bench run ended ${r.status}: ${JSON.stringify(r)}`);
   };
   /** The same run on this thread, on an instance made before the clock starts. */
-  const onThisThread = async (c: Case) => {
+  const onThisThread = async (c: Case, gapMs: number) => {
     const req = request(c);
     const module = await wasm.compile(await built.load(req.moduleHash));
     const task: RunTask = {
@@ -100,6 +102,7 @@ try {
     const lat: number[] = [];
     for (let i = 0; i < RUNS; i++) {
       const ready = await instantiate(module, req.declaredImports);
+      if (gapMs > 0) await new Promise((r) => setTimeout(r, gapMs));
       const s0 = performance.now();
       const outcome = await runModule(task, () => {}, ready);
       lat.push(performance.now() - s0);
@@ -108,25 +111,26 @@ try {
     return lat.sort((a, b) => a - b);
   };
 
-  const rows: { label: string; spaced: number[]; b2b: number[]; local: number[]; goal: boolean }[] = [];
+  const rows: { label: string; spaced: number[]; b2b: number[]; local: number[]; localSpaced: number[]; goal: boolean }[] = [];
   for (const c of CASES) {
     const req = request(c);
     const spaced = await samples(RUNS, gapMs, viaRuntime(req));
     const b2b = await samples(RUNS, 0, viaRuntime(req));
-    rows.push({ label: c.label, spaced, b2b, local: await onThisThread(c), goal: c.goal });
+    const local = await onThisThread(c, 0);
+    rows.push({ label: c.label, spaced, b2b, local, localSpaced: await onThisThread(c, gapMs), goal: c.goal });
   }
 
   const ms = (x: number) => fmt(x, 3).padStart(8);
   out(`\nSentin8:Func module run vs one step commit (${db.driver}, Node ${process.version}, ${RUNS} runs a row${QUICK ? ', quick' : ''})`);
   out(`one step commit alone (commit_transition, 1 KB output, 1 client): p50 ${ms(commitP50)} ms  p99 ${ms(percentile(commits, 99))} ms`);
   out(`runs spaced by ${gapMs} ms (≈ one commit), as in the engine; goal: 1 KB rows p50 ≤ ${GOAL * 100}% of a commit\n`);
-  out(`${'case'.padEnd(26)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'% commit'.padStart(10)}${'goal'.padStart(8)}   ${'back-to-back p50'.padStart(16)}   ${'this thread p50'.padStart(15)}`);
+  out(`${'case'.padEnd(26)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'% commit'.padStart(10)}${'goal'.padStart(8)}   ${'back-to-back p50'.padStart(16)}   ${'this thread p50'.padStart(15)}   ${'spaced'.padStart(8)}`);
   for (const r of rows) {
     const p50 = percentile(r.spaced, 50);
     const ratio = p50 / commitP50;
     const verdict = r.goal ? (ratio <= GOAL ? 'met' : 'missed') : '–';
     out(
-      `${r.label.padEnd(26)}${ms(p50)} ${ms(percentile(r.spaced, 99))}${`${fmt(100 * ratio, 1)}%`.padStart(10)}${verdict.padStart(8)}   ${ms(percentile(r.b2b, 50))} ms   ${ms(percentile(r.local, 50))} ms`,
+      `${r.label.padEnd(26)}${ms(p50)} ${ms(percentile(r.spaced, 99))}${`${fmt(100 * ratio, 1)}%`.padStart(10)}${verdict.padStart(8)}   ${ms(percentile(r.b2b, 50))} ms   ${ms(percentile(r.local, 50))} ms   ${ms(percentile(r.localSpaced, 50))} ms`,
     );
   }
   // What bounds the 64 KB rows: Extism 1.0.3 moves input and output 8 bytes per JS host call
@@ -134,7 +138,13 @@ try {
   const local = (i: number) => percentile(rows[i]!.local, 50);
   const perKb = (local(2) - local(0)) / 63;
   out(`\n64 KB: ${fmt(1000 * perKb, 1)} µs per extra KB in+out on this thread (64 KB: ${fmt(local(2), 2)} ms here, ${fmt(percentile(rows[2]!.spaced, 50), 2)} ms via a worker),`);
-  out(`  i.e. 2 × 8,192 host calls of 8 bytes each (Extism 1.0.3's ABI); the worker hop adds ${fmt(percentile(rows[0]!.spaced, 50) - local(0), 3)} ms at 1 KB.`);
+  out(`  i.e. 2 × 8,192 host calls of 8 bytes each (Extism 1.0.3's ABI).`);
+  // At 1 KB: what the worker adds over the same spaced run on this thread (the hop: waking the
+  // sleeping worker and the parent again), and what an idle thread costs over a hot one.
+  const spacedHere = (i: number) => percentile(rows[i]!.localSpaced, 50);
+  const hop = (i: number) => fmt(percentile(rows[i]!.spaced, 50) - spacedHere(i), 3);
+  out(`1 KB: the worker hop adds ${hop(0)} ms (0 calls) / ${hop(1)} ms (1 call) over the same spaced run on this thread;`);
+  out(`  an idle thread costs ${fmt(spacedHere(0) - local(0), 3)} / ${fmt(spacedHere(1) - local(1), 3)} ms over a hot one.`);
 } finally {
   await runtime.close();
   await built.cleanup();
