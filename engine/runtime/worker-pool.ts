@@ -49,10 +49,12 @@ export interface WorkerOptions {
  * memory), drives each through its prepared attempts, and keeps every lease it holds alive with
  * heartbeats.
  *
- * The instances held beyond those executing are a reserve, claimed in one batch once it runs
- * out: an executor that finishes takes the next instance in line at once instead of waiting for
- * a claim's round trip, and a claim takes many instances, not the one or two that happened to
- * finish while the last claim was out. A woken instance's wake-up transition needs no executor:
+ * The instances held beyond those executing are a reserve, claimed in one batch once it has run
+ * out and an executor is free: an executor that finishes takes the next instance in line at
+ * once instead of waiting for a claim's round trip, and a claim takes more than `concurrency`
+ * instances, not the one or two that happened to finish while the last claim was out. (With
+ * every executor busy, nothing is claimed: a pool of one never holds a second instance while its
+ * one executor is busy.) A woken instance's wake-up transition needs no executor:
  * it is applied and committed as soon as the instance is claimed, together with the others
  * claimed with it (one batched commit), and the instance then waits in line for its next step.
  * The price of the reserve: at the end of a backlog, up to `concurrency` instances may wait here
@@ -168,7 +170,7 @@ export class WorkerPool {
         // the database is away (restart, network): keep polling until it is back
         this.observer.onError?.(null, err);
       }
-      if (done === 0 || this.#inflight > this.concurrency) await this.#claimSleep.sleep(this.pollMs);
+      if (done === 0 || this.#inflight >= this.concurrency) await this.#claimSleep.sleep(this.pollMs);
     }
   }
 
@@ -219,11 +221,11 @@ export class WorkerPool {
   }
 
   /**
-   * Claims once the reserve is spent (at most `concurrency` instances held), as many as fill it
-   * up again: at least `concurrency` a claim when work is waiting.
+   * Claims once the reserve is spent and an executor is free (fewer than `concurrency` instances
+   * held), as many as fill the reserve up again: more than `concurrency` a claim when work waits.
    */
   async #claim(): Promise<number> {
-    if (this.#inflight > this.concurrency || Date.now() < this.#holdClaimsUntil) return 0;
+    if (this.#inflight >= this.concurrency || Date.now() < this.#holdClaimsUntil) return 0;
     const room = 2 * this.concurrency - this.#inflight;
     const claimed = await claimWorkflows(this.db.pool, { limit: room, leaseMs: this.leaseMs });
     this.#moreMayWait = claimed.length === room;
@@ -233,7 +235,7 @@ export class WorkerPool {
         .catch((err) => this.observer.onError?.(stored.instance.id, err))
         .finally(() => {
           this.#inflight--;
-          if (this.#moreMayWait && this.#inflight <= this.concurrency) this.wake();
+          if (this.#moreMayWait && this.#inflight < this.concurrency) this.wake();
         });
     }
     return claimed.length;
