@@ -17,7 +17,7 @@
  * in node-postgres's Client.query) and write transactions (the server's xid counter).
  * Prints tables; asserts nothing. Goal for the spread: fired p99 ≤ 50 ms.
  *
- *   npm run bench:timers     (BENCH_TIMERS=… BENCH_SPREAD_MS=… BENCH_ROUNDS=… change the sizes;
+ *   npm run bench:timers     (BENCH_TIMERS=… BENCH_SPREAD_MS=… BENCH_ROUNDS=… BENCH_PLAIN_CHAIN=… change the sizes;
  *   BENCH_ONLY=spread|burst|short runs one shape, burst with its baseline;
  *   BENCH_DEBUG=1 lists each firing statement: when it started and how long it took to commit)
  */
@@ -42,8 +42,8 @@ const LEAD_MS = 1500;
 const SHORT_DELAYS = 50;
 const SHORT_OVER_MS = 15_000;
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 3);
-/** The baseline's workflows are chains of this many steps, as `npm run bench` runs them. */
-const PLAIN_CHAIN = 10;
+/** The baseline's workflows are chains of this many steps, as `npm run bench` runs them (BENCH_PLAIN_CHAIN=1: one step each, the burst's shape without its timer). */
+const PLAIN_CHAIN = Number(process.env['BENCH_PLAIN_CHAIN'] ?? 10);
 const out = (s: string) => process.stdout.write(`${s}\n`);
 
 /** The steps around the delay are func steps, run by a stub executor: only the timers cost. */
