@@ -18,6 +18,7 @@ import type { TransitionObserver } from '../engine/runtime/observer.ts';
 import { openDb } from '../engine/store/db.ts';
 import { migrate } from '../engine/store/migrate.ts';
 import { makeLogic } from '../test/contracts/helpers.ts';
+import { SentTransactions } from './sent-transactions.ts';
 import { fmt, markdownTable, minimalService, pool } from './support.ts';
 
 const url = process.env['DATABASE_URL'];
@@ -34,54 +35,11 @@ function chain(): LogicVersion {
   return makeLogic({ logicId: 'bench.proxy', domain: 'bench', start: 's0', steps });
 }
 
-/** What a statement is, for counting: its prepared name, or its first words. */
-function label(q: unknown): string {
-  const text = typeof q === 'string' ? q : ((q as { name?: string; text?: string }).name ?? (q as { text?: string }).text ?? '?');
-  return text.replace(/\s+/g, ' ').trim().slice(0, 60);
-}
-
-/**
- * Counts the transactions this process sends, by what they are: a statement outside BEGIN …
- * COMMIT is a transaction of its own; a BEGIN … COMMIT block counts once, under the label of its
- * first statement after BEGIN. Every query goes through Client.prototype.query (the pool's too).
- */
-class Sent {
-  readonly tx = new Map<string, number>();
-  readonly statements = new Map<string, number>();
-  counting = false;
-  readonly #open = new WeakMap<object, string | null>();
-
-  install(): void {
-    const original = pg.Client.prototype.query as (...args: unknown[]) => unknown;
-    const self = this;
-    (pg.Client.prototype as unknown as { query: unknown }).query = function (this: object, ...args: unknown[]) {
-      if (self.counting) self.#see(this, label(args[0]));
-      return original.apply(this, args);
-    };
-  }
-
-  #see(client: object, l: string): void {
-    this.statements.set(l, (this.statements.get(l) ?? 0) + 1);
-    if (/^BEGIN/i.test(l)) return void this.#open.set(client, null);
-    if (/^(COMMIT|ROLLBACK)/i.test(l)) {
-      const first = this.#open.get(client);
-      this.#open.delete(client);
-      const key = `BEGIN … ${first ?? '(empty)'} … ${l}`;
-      return void this.tx.set(key, (this.tx.get(key) ?? 0) + 1);
-    }
-    if (this.#open.has(client)) {
-      if (this.#open.get(client) === null) this.#open.set(client, l);
-      return;
-    }
-    this.tx.set(l, (this.tx.get(l) ?? 0) + 1);
-  }
-}
-
 const SERVER = `SELECT (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database())::bigint AS commits,
   (SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0) FROM pg_stat_all_tables)::bigint AS autovac,
   (SELECT wal_sync FROM pg_stat_wal)::bigint AS wal_syncs`;
 
-const sent = new Sent();
+const sent = new SentTransactions();
 sent.install();
 const service = await minimalService();
 const meta = new pg.Client({ connectionString: url });
@@ -162,7 +120,7 @@ await meta.end();
 await service.close();
 
 const steps = WORKFLOWS * STEPS;
-const sentTotal = [...sent.tx.values()].reduce((a, b) => a + b, 0);
+const sentTotal = sent.total();
 const serverCommits = Number(after.commits) - Number(before.commits) - ownMeta;
 out(`commit sources: ${WORKFLOWS} workflows × ${STEPS} proxy steps, concurrency ${CONCURRENCY}${WATCHED ? ', a console page watching' : ''}, ${fmt(steps / seconds)} steps/s`);
 out('');

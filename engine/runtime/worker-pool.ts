@@ -21,6 +21,7 @@ import { Alarm } from './alarm.ts';
 import { cancelTree } from './cancel-tree.ts';
 import { Heartbeats, type LeaseKeeper } from './lease-keeper.ts';
 import { CommitBatcher } from './commit-batcher.ts';
+import { Slots } from './slots.ts';
 
 /** The shortest time between two timer polls that found nothing, however often the pool is woken. */
 const TIMER_POLL_GAP_MS = 10;
@@ -30,7 +31,11 @@ const TIMER_BATCH = 2000;
 const TIMER_FIRERS = 2;
 
 export interface WorkerOptions {
-  /** Instances driven at once by this process: the bound of the pool. (Default: 16) */
+  /**
+   * Attempts executed at once by this process: the bound of the pool. The pool holds up to
+   * twice as many instances: the others are applying a wake-up, committing, or next in line for
+   * an executor. (Default: 16)
+   */
   concurrency?: number;
   /** Lease length; a worker silent for this long loses its instances. (Default: 30000) */
   leaseMs?: number;
@@ -39,9 +44,21 @@ export interface WorkerOptions {
 }
 
 /**
- * A bounded pool of step runners. It claims only as many instances as it has free slots
- * (backpressure: work waits in Postgres, not in memory), drives each through its prepared
- * attempts, and keeps its lease alive with heartbeats while an executor runs.
+ * A bounded pool of step runners. It runs at most `concurrency` attempts at once and holds at
+ * most twice as many instances (backpressure: the rest of the work waits in Postgres, not in
+ * memory), drives each through its prepared attempts, and keeps every lease it holds alive with
+ * heartbeats.
+ *
+ * The instances held beyond those executing are a reserve, claimed in one batch once it has run
+ * out and an executor is free: an executor that finishes takes the next instance in line at
+ * once instead of waiting for a claim's round trip, and a claim takes more than `concurrency`
+ * instances, not the one or two that happened to finish while the last claim was out. (With
+ * every executor busy, nothing is claimed: a pool of one never holds a second instance while its
+ * one executor is busy.) A woken instance's wake-up transition needs no executor:
+ * it is applied and committed as soon as the instance is claimed, together with the others
+ * claimed with it (one batched commit), and the instance then waits in line for its next step.
+ * The price of the reserve: at the end of a backlog, up to `concurrency` instances may wait here
+ * for an executor while another process has one free.
  */
 export class WorkerPool {
   readonly concurrency: number;
@@ -61,6 +78,9 @@ export class WorkerPool {
   #moreMayWait = true;
   /** While a burst of due timers is being fired, claims wait (at most a poll interval): see #fireTimers. */
   #holdClaimsUntil = 0;
+  /** Timer polls out now, and whether the last one passed over a due timer whose instance was held. */
+  #firing = 0;
+  #passedOver = false;
   /** Rung for new work (the claim loop) and for timers that may be due sooner (the timer loop). */
   readonly #claims = new Alarm();
   readonly #timers = new Alarm();
@@ -70,6 +90,8 @@ export class WorkerPool {
   readonly #heartbeats: Heartbeats;
   /** The workers' one-statement commits, many instances' to a statement (one fsync). */
   readonly #batcher: CommitBatcher;
+  /** At most `concurrency` attempts executing; the instances held beyond them wait here in claim order. */
+  readonly #executors: Slots;
   #unlisten: (() => Promise<void>) | null = null;
   #companions: { start(): Promise<void>; stop(): Promise<void> }[] = [];
 
@@ -87,9 +109,10 @@ export class WorkerPool {
     this.#cancelTree = cancelTree(logics);
     this.#heartbeats = new Heartbeats(db, this.leaseMs, observer);
     this.#batcher = new CommitBatcher(db.pool);
+    this.#executors = new Slots(this.concurrency);
   }
 
-  /** Instances this process is driving right now (a gauge for metrics and shutdown). */
+  /** Instances this process holds right now, executing or not (a gauge for metrics and shutdown). */
   get inflight(): number {
     return this.#inflight;
   }
@@ -160,7 +183,7 @@ export class WorkerPool {
   async #runTimers(): Promise<void> {
     while (this.#running) {
       const began = Date.now();
-      let next: FiredTimers = { fired: 0, nextDueMs: null };
+      let next: FiredTimers = { fired: 0, nextDueMs: null, passedOver: 0 };
       try {
         next = await this.#fireTimers();
       } catch (err) {
@@ -185,27 +208,34 @@ export class WorkerPool {
    */
   async #fireTimers(): Promise<FiredTimers> {
     const firers = this.#holdClaimsUntil === 0 ? 1 : TIMER_FIRERS;
-    const rounds = await Promise.all(Array.from({ length: firers }, () => fireDueTimers(this.db.pool, TIMER_BATCH)));
+    this.#firing++;
+    const rounds = await Promise.all(Array.from({ length: firers }, () => fireDueTimers(this.db.pool, TIMER_BATCH))).finally(() => this.#firing--);
     const fired = rounds.reduce((n, r) => n + r.fired, 0);
+    const passedOver = rounds.reduce((n, r) => n + r.passedOver, 0);
+    this.#passedOver = passedOver > 0;
     const burst = fired === firers * TIMER_BATCH;
     if (!burst) this.#holdClaimsUntil = 0;
     else if (this.#holdClaimsUntil === 0) this.#holdClaimsUntil = Date.now() + this.pollMs;
     if (fired > 0 && !burst) this.wake();
-    return { fired, nextDueMs: rounds[0]!.nextDueMs };
+    return { fired, nextDueMs: rounds[0]!.nextDueMs, passedOver };
   }
 
+  /**
+   * Claims once the reserve is spent and an executor is free (fewer than `concurrency` instances
+   * held), as many as fill the reserve up again: more than `concurrency` a claim when work waits.
+   */
   async #claim(): Promise<number> {
-    const free = this.concurrency - this.#inflight;
-    if (free <= 0 || Date.now() < this.#holdClaimsUntil) return 0;
-    const claimed = await claimWorkflows(this.db.pool, { limit: free, leaseMs: this.leaseMs });
-    this.#moreMayWait = claimed.length === free;
+    if (this.#inflight >= this.concurrency || Date.now() < this.#holdClaimsUntil) return 0;
+    const room = 2 * this.concurrency - this.#inflight;
+    const claimed = await claimWorkflows(this.db.pool, { limit: room, leaseMs: this.leaseMs });
+    this.#moreMayWait = claimed.length === room;
     for (const stored of claimed) {
       this.#inflight++;
       void this.#drive(stored)
         .catch((err) => this.observer.onError?.(stored.instance.id, err))
         .finally(() => {
           this.#inflight--;
-          if (this.#moreMayWait) this.wake();
+          if (this.#moreMayWait && this.#inflight < this.concurrency) this.wake();
         });
     }
     return claimed.length;
@@ -234,12 +264,12 @@ export class WorkerPool {
         ? { t: await beginClaimed(logic, instance, goOn), event: { type: 'begin', claimed: true } as const }
         : instance.state === 'waiting'
           ? await applyWakes(this.db, logic, stored, goOn)
-          : await this.#step(logic, instance, lease.signal, goOn);
-      // fenced out while it worked (the observer has been told): what it found is nobody's to commit
+          : await this.#executors.run(() => this.#step(logic, instance, lease, goOn));
+      // fenced out while it worked or waited (the observer has been told): nobody's to commit
       if (lease.lost) return;
       if (decided === null) {
         await lease.committing(() => asScheduler(this.db, (c) => releaseWakes(c, { id: instance.id, rowVersion: stored.rowVersion })));
-        this.#timers.ring(); // timers of this instance passed over while it was held are due
+        this.#heldWokenLetGo();
         return;
       }
       const { t, event } = decided;
@@ -247,11 +277,10 @@ export class WorkerPool {
       const committed = await lease.committing(() => this.#commit(stored, t, event, token, keep ? { token, ttlMs: this.leaseMs } : null));
       this.observer.onTransition?.(stored.instance, t, committed);
       // let the timer loop look again when what it waits for may have changed: a new timer may
-      // fall due before its next poll, a child that ended left its parent a signal due now, and
-      // timers passed over while this worker held a woken instance are due now
+      // fall due before its next poll, and a child that ended left its parent a signal due now
       const childEnded = t.instance.parentId !== null && TERMINAL_STATES.has(t.instance.state);
-      const heldWoken = instance.state === 'waiting';
-      if (committed && (heldWoken || childEnded || t.commands.some((c) => c.type === 'timer'))) this.#timers.ring();
+      if (committed && (childEnded || t.commands.some((c) => c.type === 'timer'))) this.#timers.ring();
+      if (committed && instance.state === 'waiting') this.#heldWokenLetGo();
       // a retry after backoff is claimable at run_at: look for it then, not at the next poll
       if (committed && t.runAfterMs !== null) setTimeout(() => this.wake(), t.runAfterMs).unref();
       // children spawned, or the instance handed over: claimable now, whatever the last claim found
@@ -262,10 +291,24 @@ export class WorkerPool {
     }
   }
 
-  /** Executes the prepared attempt and lets the core decide what its result means. */
-  async #step(logic: LogicVersion, instance: Instance, signal: AbortSignal, goOn: boolean): Promise<{ t: Transition; event: TraceEvent }> {
+  /**
+   * A woken instance this pool held has been let go (its wake-up committed or released): a timer
+   * of it passed over meanwhile is due now. Only a poll that ran while it was held can have
+   * passed one over — one still out, or the last, if it reported any — so only then does the
+   * timer loop look again (a ring while it polls is kept for its next sleep).
+   */
+  #heldWokenLetGo(): void {
+    if (this.#firing > 0 || this.#passedOver) this.#timers.ring();
+  }
+
+  /**
+   * Executes the prepared attempt and lets the core decide what its result means. Null when the
+   * lease was lost while the instance waited for an executor: nothing is run.
+   */
+  async #step(logic: LogicVersion, instance: Instance, lease: LeaseKeeper, goOn: boolean): Promise<{ t: Transition; event: TraceEvent } | null> {
+    if (lease.lost) return null;
     const began = performance.now();
-    const result = await executeAttempt(logic, instance, this.executors, this.tokens, signal);
+    const result = await executeAttempt(logic, instance, this.executors, this.tokens, lease.signal);
     this.observer.onAttempt?.(logic, instance, result, (performance.now() - began) / 1000);
     const event: TraceEvent = result.status === 'progress' ? { type: 'progress', record: result.record } : { type: 'outcome', outcome: result };
     // an attempt's result always decides something

@@ -5,6 +5,8 @@ export interface FiredTimers {
   fired: number;
   /** How long until the next timer not yet due falls due (≤ 0: it is due by now); null when none is set. */
   nextDueMs: number | null;
+  /** Due timers left unfired because a worker held their instance: due again once it lets go (migration 0015). */
+  passedOver: number;
 }
 
 /**
@@ -15,9 +17,13 @@ export interface FiredTimers {
  * itself: pass the pool, and a poll is one round trip.
  */
 export async function fireDueTimers(on: Queryable, limit: number): Promise<FiredTimers> {
-  const res = await on.query<{ fired: number; next_due_ms: number | null }>({ name: 'flow_fire_timers', text: 'SELECT * FROM fire_due_timers($1)', values: [limit] });
+  const res = await on.query<{ fired: number; next_due_ms: number | null; passed_over: number }>({
+    name: 'flow_fire_timers',
+    text: 'SELECT * FROM fire_due_timers($1)',
+    values: [limit],
+  });
   const row = res.rows[0]!;
-  return { fired: row.fired, nextDueMs: row.next_due_ms };
+  return { fired: row.fired, nextDueMs: row.next_due_ms, passedOver: row.passed_over };
 }
 
 /** Test clock: moves every pending timer, backoff and outbox retry `ms` closer, as if that much time passed. */

@@ -195,14 +195,15 @@ describeEachDriver('waiting: decisions, timers, callbacks', (getDb) => {
       expect((await get(id)).output).toBe('done');
     });
 
-    it('a timer of an instance a worker holds waits for it to let go, then fires', async () => {
+    it('a timer of an instance a worker holds waits for it to let go, then fires; the poll says it passed one over', async () => {
       const id = await start(delayThenPass());
       await getDb().pool.query(`UPDATE workflows SET lease_token = gen_random_uuid(), lease_expires_at = now() + interval '1 hour' WHERE id = $1`, [id]);
       await asScheduler(getDb(), (c) => advanceClock(c, 11 * 60_000));
-      await fire();
+      // the pool looks again when a held woken instance lets go only if a poll passed one over (0015)
+      expect(await fire()).toMatchObject({ fired: 0, passedOver: 1 });
       expect(await row(id)).toEqual({ state: 'waiting', wakes: null, timers: 1 });
       await getDb().pool.query('UPDATE workflows SET lease_token = NULL, lease_expires_at = NULL WHERE id = $1', [id]);
-      await fire();
+      expect(await fire()).toMatchObject({ fired: 1, passedOver: 0 });
       expect(await row(id)).toMatchObject({ state: 'waiting', wakes: { 'delay:0': { purpose: 'delay', seq: 0 } }, timers: 0 });
       await settle(engine);
       expect((await get(id)).output).toBe('done');

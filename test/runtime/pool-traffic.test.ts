@@ -2,6 +2,8 @@ import { setImmediate as tick } from 'node:timers/promises';
 import { expect, it } from 'vitest';
 import { TERMINAL_STATES } from '../../contracts/index.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
+import { advanceClock } from '../../engine/store/timers.ts';
+import { asScheduler } from '../../engine/store/tx.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { FakeService } from '../support/fake-service.ts';
@@ -99,5 +101,60 @@ describeEachDriver('a worker pool claims for work and beats once for all its lea
     await svc.close();
     // every beat while all N were in flight carried all N leases
     for (const values of beats.slice(from, from + 3)) expect((values[0] as string[]).length).toBe(N);
+  });
+
+  it('woken instances are claimed by the batch and their wake-ups committed together, while executors stay bounded', async () => {
+    const { svc, open } = await gatedService();
+    const db = getDb();
+    const delayed = makeLogic({
+      logicId: 'claims.woken',
+      start: 'wait',
+      steps: { wait: { kind: 'delay', duration: 'PT10M', next: 'gate' }, gate: { kind: 'proxy', path: '/gate' } },
+    });
+    const engine = new Engine({
+      db,
+      env: 'woken-env',
+      executors: { handlers: new Map([['TEST', { url: svc.url }]]) },
+      worker: { concurrency: 2, pollMs: 600_000 },
+    });
+    await engine.publish(delayed, 'woken-env');
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) ids.push((await engine.start({ logicId: delayed.logicId, input: {}, env: 'woken-env' })).id);
+    await asScheduler(db, (c) => advanceClock(c, 11 * 60_000));
+    // statements that carry commits, on the connections the batcher checks out
+    let commitStatements = 0;
+    const wrapped = new WeakSet<object>();
+    db.pool.on('acquire', (client) => {
+      if (wrapped.has(client)) return;
+      wrapped.add(client);
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      client.query = ((config: string | { text: string }, ...rest: unknown[]) => {
+        if (/commit_(batch|journaled)\(/.test(typeof config === 'string' ? config : config.text)) commitStatements++;
+        return query(config, ...rest);
+      }) as typeof client.query;
+    });
+    const woken = async () =>
+      (await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM workflows WHERE id = ANY($1) AND current_step = 'gate'`, [ids])).rows[0]!.n;
+
+    await engine.workers.start();
+    try {
+      // one claim takes the pool's two executors' worth and as many again in reserve: four wake-ups
+      // applied at once, in one statement, though only two calls may be out
+      for (let waited = 0; (await woken()) < 4 && waited < 5000; waited += 20) await new Promise((r) => setTimeout(r, 20));
+      expect(await woken()).toBe(4);
+      expect(commitStatements).toBe(1);
+      for (let i = 0; i < 20; i++) await tick();
+      expect(svc.calls('/gate')).toHaveLength(2);
+
+      open();
+      while ((await db.pool.query(`SELECT 1 FROM workflows WHERE id = ANY($1) AND state <> 'completed'`, [ids])).rowCount! > 0) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(svc.calls('/gate')).toHaveLength(6);
+    } finally {
+      open();
+      await engine.close();
+      await svc.close();
+    }
   });
 });
