@@ -33,15 +33,11 @@ export class CommitBatcher {
   commit = (param: string): Promise<number> =>
     new Promise((resolve, reject) => {
       this.#waiting.push({ param, resolve, reject });
-      if (!this.#sending) {
-        this.#sending = true;
-        // after the rest of this turn of the event loop: commits that arrive together (the wake-ups
-        // of instances claimed together, executors that answered together) share the first statement
-        setImmediate(() => void this.#send());
-      }
+      if (!this.#sending) void this.#send();
     });
 
   async #send(): Promise<void> {
+    this.#sending = true;
     while (this.#waiting.length > 0) await this.#sendBatch(this.#waiting.splice(0, MAX_BATCH));
     this.#sending = false;
   }
