@@ -16,7 +16,7 @@ const schema = `prep_${Date.now()}`;
 const db = await openDb(url, { schema, poolSize: 1 });
 await migrate(db);
 const c = await db.pool.connect();
-const p = JSON.stringify({ env: 'default', id: '00000000-0000-0000-0000-000000000000', rowVersion: 1, fromState: 'processing', state: 'processing', ctx: {}, inserts: [], finishes: [], outbox: [], timers: [] });
+const p = JSON.stringify({ env: 'default', id: '00000000-0000-0000-0000-000000000000', rowVersion: 1, fromState: 'processing', state: 'processing', ctx: {}, attempts: [], outbox: [], timers: [] });
 const stmts = {
   commit: (named: boolean) => ({ ...(named ? { name: 'c' } : {}), text: 'SELECT commit_journaled($1::jsonb) AS n', values: [p] }),
   claim: (named: boolean) => ({ ...(named ? { name: 'k' } : {}), text: 'SELECT * FROM claim_workflows($1, $2)', values: [16, 30000] }),
