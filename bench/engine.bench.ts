@@ -2,7 +2,7 @@
 import { freemem, totalmem, cpus } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import { type LogicVersion, type StepDef, TERMINAL_STATES } from '../contracts/index.ts';
+import type { LogicVersion, StepDef } from '../contracts/index.ts';
 import { Engine } from '../engine/runtime/engine.ts';
 import type { TransitionObserver } from '../engine/runtime/observer.ts';
 import { createFuncRuntime } from '../host-functions/index.ts';
@@ -14,6 +14,7 @@ import { apiStartThroughput } from './api-start.ts';
 import { floor, httpAlone } from './floor.ts';
 import { stepCommitLatencies } from './step-commit.ts';
 import { type Counts, fmt, markdownTable, median, minimalService, PgCounter, percentile, pool } from './support.ts';
+import { Watch } from './watch.ts';
 
 const url = process.env['DATABASE_URL'];
 if (!url) throw new Error('set DATABASE_URL (npm run bench starts a Postgres for you)');
@@ -37,44 +38,6 @@ function chain(kind: 'pass' | 'proxy'): LogicVersion {
     steps[`s${i}`] = kind === 'pass' ? { kind: 'pass', ...next } : { kind: 'proxy', path: '/step', ...next };
   }
   return makeLogic({ logicId: `bench.${kind}`, domain: 'bench', start: 's0', steps });
-}
-
-/**
- * Knows when instances end, and when each committed a transition, from the engine's own hooks:
- * waiting never queries the database, so the counts hold the engine's traffic only.
- */
-class Watch implements TransitionObserver {
-  ended = 0;
-  /** performance.now() of each committed transition, by instance (kept only when asked). */
-  readonly commits = new Map<string, number[]>();
-  #target = Number.POSITIVE_INFINITY;
-  #done: (() => void) | null = null;
-  #fail: ((err: unknown) => void) | null = null;
-  constructor(private readonly keepTimes = false) {}
-
-  onTransition: TransitionObserver['onTransition'] = (_from, t, committed) => {
-    if (!committed) return;
-    if (this.keepTimes) {
-      const times = this.commits.get(t.instance.id) ?? [];
-      times.push(performance.now());
-      this.commits.set(t.instance.id, times);
-    }
-    if (!TERMINAL_STATES.has(t.instance.state)) return;
-    if (t.instance.state !== 'completed') this.#fail?.(new Error(`bench workflow ended ${t.instance.state}`));
-    if (++this.ended >= this.#target) this.#done?.();
-  };
-
-  onError: TransitionObserver['onError'] = (id, err) => this.#fail?.(new Error(`engine error (${id ?? 'poll loop'}): ${String(err)}`));
-
-  /** Resolves once `n` instances in all have ended. */
-  until(n: number): Promise<void> {
-    this.#target = n;
-    return new Promise<void>((resolve, reject) => {
-      this.#done = resolve;
-      this.#fail = reject;
-      if (this.ended >= n) resolve();
-    });
-  }
 }
 
 async function freshEngine(serviceUrl: string, concurrency: number, observer?: TransitionObserver, schema = `bench_${Date.now()}`): Promise<{ db: Db; engine: Engine }> {
@@ -184,9 +147,7 @@ async function solo(serviceUrl: string) {
   await engine.close();
   await dropSchema(db);
   await db.close();
-  const perStepMs: number[] = [];
-  for (const times of watch.commits.values()) for (let i = 1; i < times.length; i++) perStepMs.push(times[i]! - times[i - 1]!);
-  perStepMs.sort((a, b) => a - b);
+  const perStepMs = watch.intervals();
   return { p50: percentile(perStepMs, 50), p99: percentile(perStepMs, 99) };
 }
 

@@ -1,11 +1,11 @@
-import type { StepOutcome, Target } from '../../contracts/index.ts';
-import type { FuncRuntime } from '../../host-functions/index.ts';
+import type { LogicVersion, StepOutcome, Target } from '../../contracts/index.ts';
+import type { FuncRunResult, FuncRuntime } from '../../host-functions/index.ts';
 import { RETRYABLE_FUNC_CODES } from '../../host-functions/index.ts';
 import { type FuncRecord, funcKey, type JsonValue } from '../core/instance.ts';
 import { keys, unitHash } from '../core/retry.ts';
 import { authorizationFor, type HandlerProfiles, resolveHandler } from './handlers.ts';
 import { callHttp } from './http-call.ts';
-import type { Attempt, Executor } from './index.ts';
+import type { Attempt, EarlyAttempt, EffectDef, Executor } from './index.ts';
 
 /** One host call to make: where (a module import's proxy-back target), what, and under which key. */
 export interface HostCall {
@@ -25,9 +25,16 @@ export type HostTransport = (call: HostCall) => Promise<StepOutcome>;
  * record; the first unrecorded one suspends the run, is made through `transport` with key
  * `<attempt key>:call:<n>`, and comes back as `progress` so the caller persists it before the
  * module runs again. A crash therefore never repeats a recorded call, and a replay makes none.
+ *
+ * The module run itself has no effects, so `ahead` may start it while the commit that prepared
+ * the attempt is in flight; the attempt then takes that run (and the record it ran against) for
+ * its instance. The host call, an effect, is made only by the attempt, after that commit.
  */
 export function funcExecutor(runtime: FuncRuntime, transport: HostTransport, now: () => number = Date.now): Executor<'func'> {
-  return async (def, a) => {
+  /** Module runs started ahead, by the instance (one transition's state) they were started for. */
+  const early = new WeakMap<object, ModuleRun>();
+
+  const start = (def: EffectDef<'func'>, a: EarlyAttempt): ModuleRun | StepOutcome => {
     const mod = a.logic.modules?.[def.module];
     if (mod === undefined) {
       return { status: 'failed', retryable: false, error: { code: 'FLOW_UNKNOWN_MODULE', message: `module ${def.module} is not declared` } };
@@ -38,7 +45,7 @@ export function funcExecutor(runtime: FuncRuntime, transport: HostTransport, now
       clock: { nowMs: now(), seed: Math.floor(unitHash(`${a.instance.id}:${key}`) * 2 ** 31) },
       calls: [],
     };
-    const result = await runtime.run({
+    const result = runtime.run({
       moduleHash: mod.sha256,
       exportName: def.export ?? 'run',
       input: a.input,
@@ -47,6 +54,16 @@ export function funcExecutor(runtime: FuncRuntime, transport: HostTransport, now
       clock: record.clock,
       timeoutMs: a.timeoutMs,
     });
+    return { mod, record, result };
+  };
+
+  const execute: Executor<'func'> = async (def, a) => {
+    const taken = early.get(a.instance);
+    early.delete(a.instance);
+    const run = taken ?? start(def, a);
+    if ('status' in run) return run;
+    const { mod, record } = run;
+    const result = await run.result;
     if (result.status === 'done') return { status: 'succeeded', output: result.output };
     if (result.status === 'failed') {
       return { status: 'failed', retryable: RETRYABLE_FUNC_CODES.has(result.error.code as never), error: result.error };
@@ -72,6 +89,21 @@ export function funcExecutor(runtime: FuncRuntime, transport: HostTransport, now
       record: { clock: record.clock, calls: [...record.calls, { n, importName, request: request as JsonValue, response: response as JsonValue }] },
     };
   };
+  execute.ahead = (def, a) => {
+    const run = start(def, a);
+    if ('status' in run) return;
+    // a run nobody takes up (its commit was fenced) must not end in an unhandled rejection
+    run.result.catch(() => {});
+    early.set(a.instance, run);
+  };
+  return execute;
+}
+
+/** A module run under way, with the module and the record it runs against. */
+interface ModuleRun {
+  mod: NonNullable<LogicVersion['modules']>[string];
+  record: FuncRecord;
+  result: Promise<FuncRunResult>;
 }
 
 /** Host calls as proxy-back HTTP calls to the import's handler profile. */

@@ -24,7 +24,17 @@ export interface Attempt {
 
 /** A step outcome, or (func steps) a host call made that must be recorded before running on. */
 export type EffectResult = StepOutcome | { status: 'progress'; record: FuncRecord };
-export type Executor<K extends EffectKind> = (def: EffectDef<K>, attempt: Attempt) => Promise<EffectResult>;
+/** What an attempt's work without effects needs, ahead of its turn: no headers, no lease signal yet. */
+export type EarlyAttempt = Pick<Attempt, 'logic' | 'instance' | 'running' | 'input' | 'timeoutMs'>;
+export type Executor<K extends EffectKind> = ((def: EffectDef<K>, attempt: Attempt) => Promise<EffectResult>) & {
+  /**
+   * Starts the part of an attempt that has no effects (a func step's module run) before the
+   * attempt may run — while the commit that prepared it is still in flight — so the executor,
+   * called for the same instance once that commit has landed, finds it done or under way.
+   * Nothing it starts may reach outside the engine. A start nobody takes up is dropped.
+   */
+  ahead?: (def: EffectDef<K>, attempt: EarlyAttempt) => void;
+};
 export type Executors = { [K in EffectKind]: Executor<K> };
 
 export interface ExecutorOptions {

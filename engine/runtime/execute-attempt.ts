@@ -1,7 +1,7 @@
 import type { LogicVersion } from '../../contracts/index.ts';
 import { FlowError } from '../../contracts/index.ts';
 import { attemptTimeoutMs } from '../core/flow.ts';
-import type { Instance } from '../core/instance.ts';
+import type { Instance, Running } from '../core/instance.ts';
 import type { ResumeTokens } from './resume-tokens.ts';
 import { type EffectDef, type EffectResult, type EffectKind, type Executor, type Executors, flowHeaders } from '../executors/index.ts';
 
@@ -22,8 +22,7 @@ export async function executeAttempt(
 ): Promise<EffectResult> {
   const running = instance.ctx.running;
   if (running === null) throw new Error(`workflow ${instance.id} has no prepared attempt`);
-  const step = logic.steps[running.step];
-  const def = (running.kind === 'step' ? step : step?.compensate) as EffectDef | undefined;
+  const def = effectOf(logic, running);
   if (def === undefined || !(def.kind in executors)) {
     throw new Error(`workflow ${instance.id}: ${running.kind} ${running.step} is not an effect`);
   }
@@ -39,4 +38,22 @@ export async function executeAttempt(
     }
     return { status: 'failed', retryable: true, error: { code: 'EXECUTOR_ERROR', message: (err as Error).message } };
   }
+}
+
+/**
+ * Starts the effect-free part of the instance's prepared attempt, if its executor has one (a
+ * func step's module run), while the commit that prepared it is in flight. The attempt itself
+ * still runs through executeAttempt, and only after that commit has landed.
+ */
+export function startAhead(logic: LogicVersion, instance: Instance, executors: Executors): void {
+  const running = instance.ctx.running;
+  const def = running === null ? undefined : effectOf(logic, running);
+  if (running === null || def === undefined || !(def.kind in executors)) return;
+  const ahead = (executors[def.kind] as Executor<EffectKind>).ahead;
+  ahead?.(def, { logic, instance, running, input: running.input, timeoutMs: attemptTimeoutMs(logic, running) });
+}
+
+function effectOf(logic: LogicVersion, running: Running): EffectDef | undefined {
+  const step = logic.steps[running.step];
+  return (running.kind === 'step' ? step : step?.compensate) as EffectDef | undefined;
 }

@@ -8,7 +8,11 @@ import type { Stored } from '../store/rows.ts';
 export interface TransitionObserver {
   /** Called after each commit attempt; `committed` is false when the write was fenced out. */
   onTransition?(from: Instance, t: Transition, committed: boolean): void;
-  /** An attempt's executor returned, after `seconds` (its outcome is committed next). */
+  /**
+   * An attempt's executor returned, `seconds` after the attempt's turn came (its outcome is
+   * committed next). Work started ahead of the turn — a func step's module run, during the commit
+   * before — is not counted.
+   */
   onAttempt?(logic: LogicVersion, instance: Instance, result: EffectResult, seconds: number): void;
   /** A claimer is applying the wakes (fired timers, children ended) of a woken instance. */
   onWake?(logic: LogicVersion, stored: Stored): void;

@@ -10,7 +10,7 @@ import { commitLanded, commitTransition } from '../store/commit-transition.ts';
 import type { Db } from '../store/db.ts';
 import type { Stored } from '../store/rows.ts';
 import { asScheduler } from '../store/tx.ts';
-import { executeAttempt } from './execute-attempt.ts';
+import { executeAttempt, startAhead } from './execute-attempt.ts';
 import type { LogicCache } from './logic-cache.ts';
 import type { ResumeTokens } from './resume-tokens.ts';
 import type { Transition } from '../core/transition.ts';
@@ -274,6 +274,8 @@ export class WorkerPool {
       }
       const { t, event } = decided;
       const keep = goOn && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
+      // the next attempt's work without effects (a module run) overlaps this commit
+      if (keep && t.instance.ctx.running !== null) startAhead(logic, t.instance, this.executors);
       const committed = await lease.committing(() => this.#commit(stored, t, event, token, keep ? { token, ttlMs: this.leaseMs } : null));
       this.observer.onTransition?.(stored.instance, t, committed);
       // let the timer loop look again when what it waits for may have changed: a new timer may

@@ -92,4 +92,46 @@ describeEachDriver('func steps in the engine', (getDb) => {
     const outcome = await func(l.steps['score'] as never, {} as never);
     expect(outcome).toMatchObject({ status: 'failed', retryable: false, error: { code: 'FLOW_FUNC_UNAVAILABLE' } });
   });
+
+  it("starts a module run while the commit that prepared its attempt is in flight, and the attempt takes that run", async () => {
+    // two func steps in a chain: each run after the first is started before its transition is
+    // reported committed, and no run is made twice (4 runs: each step suspends once on its call)
+    const events: string[] = [];
+    const watched: FuncRuntime = {
+      ...runtime,
+      run: (req) => {
+        events.push(`run ${req.recorded.length}`);
+        return runtime.run(req);
+      },
+    };
+    const chained = new Engine({
+      db: getDb(),
+      env: 'test-env',
+      executors: { handlers: new Map([['TEST', { url: svc.url }]]), funcRuntime: watched },
+      observer: { onTransition: (_from, t, committed) => void (committed && events.push(`commit ${t.instance.ctx.running?.step ?? t.instance.state}`)) },
+    });
+    try {
+      const mod = { risk: { sha256: built.hash['one-call']!, imports: { lookup: { path: '/lookup' } } } };
+      const l = uniqueLogic({
+        domain: 'test',
+        start: 'one',
+        modules: mod,
+        steps: {
+          one: { kind: 'func', module: 'risk', input: '{ "account": input.account }', next: 'two' },
+          two: { kind: 'func', module: 'risk', input: '{ "account": "second" }' },
+        },
+      });
+      await chained.publishVersion('test-env', l, await moduleBytes());
+      const { id } = await chained.start({ logicId: l.logicId, input: { account: 'ahead-1' }, env: 'test-env' });
+      await settle(chained);
+      const record = await chained.get(id, 'test-env');
+      expect(record.state).toBe('completed');
+      expect(record.output).toEqual({ response: { history: ['second', 'ok'] } });
+      // one: suspends, call made, progress committed (its rerun started first); its success
+      // commits with two prepared (two's first run started first); two likewise; completed
+      expect(events).toEqual(['run 0', 'run 1', 'commit one', 'run 0', 'commit two', 'run 1', 'commit two', 'commit completed']);
+    } finally {
+      await chained.close();
+    }
+  });
 });
