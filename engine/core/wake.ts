@@ -139,7 +139,12 @@ export async function onChildren(
 export async function onCallback(logic: LogicVersion, inst: Instance, seq: number, outcome: StepOutcome): Promise<Transition> {
   const running = inst.ctx.running;
   const kind = running === null ? undefined : logic.steps[running.step]?.kind;
-  if (inst.state !== 'waiting' || running?.seq !== seq || (kind !== 'proxy' && kind !== 'http')) {
+  const callsOut = running?.seq === seq && running.kind === 'step' && (kind === 'proxy' || kind === 'http');
+  if (inst.state === 'processing' && callsOut) {
+    // the attempt is still out or its 202 answer not yet committed: the completion came early
+    throw new Refused('FLOW_NOT_YET_WAITING', `workflow ${inst.id} has not yet recorded that this attempt waits (its 202 answer is not committed); send the completion again`);
+  }
+  if (inst.state !== 'waiting' || !callsOut) {
     throw new Refused('FLOW_STALE_TOKEN', `workflow ${inst.id} is no longer waiting for this completion`);
   }
   if (outcome.status === 'parked') throw new Refused('FLOW_BAD_COMPLETION', 'a completion must carry an output or an error', 422);

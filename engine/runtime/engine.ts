@@ -1,5 +1,7 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   CreateWorkflowRequest,
+  type FlowError,
   type StepOutcome,
   TERMINAL_STATES,
   type WorkflowRecord,
@@ -28,6 +30,12 @@ import type { ResumeArgs } from '../core/wake.ts';
 import { EngineMetrics } from './metrics.ts';
 import type { TransitionObserver } from './observer.ts';
 import { type WorkerOptions, WorkerPool } from './worker-pool.ts';
+
+/**
+ * How long a completion that overtook the commit of its step's 202 answer waits for that commit
+ * before it is refused with FLOW_NOT_YET_WAITING (the caller sends it again).
+ */
+const EARLY_COMPLETION_WAIT_MS = 2_000;
 
 export interface EngineOptions {
   db: Db;
@@ -161,7 +169,19 @@ export class Engine {
       body.error !== undefined
         ? { status: 'failed', retryable: body.retryable ?? false, error: body.error }
         : { status: 'succeeded', output: body.output ?? null };
-    await mutateWorkflow(this.db, this.logics, env, workflowId, { type: 'callback', seq, outcome });
+    // a completion may overtake the commit of the 202 answer it completes (a service that calls
+    // back at once): give that commit a moment to land before refusing
+    for (let waitedMs = 0; ; ) {
+      try {
+        await mutateWorkflow(this.db, this.logics, env, workflowId, { type: 'callback', seq, outcome });
+        break;
+      } catch (err) {
+        if ((err as FlowError).code !== 'FLOW_NOT_YET_WAITING' || waitedMs >= EARLY_COMPLETION_WAIT_MS) throw err;
+        const ms = Math.min(100, 5 + waitedMs);
+        await sleep(ms);
+        waitedMs += ms;
+      }
+    }
     this.workers.wake();
     return this.get(workflowId, env);
   }

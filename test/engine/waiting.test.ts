@@ -152,6 +152,55 @@ describeEachDriver('waiting: decisions, timers, callbacks', (getDb) => {
     expect(record.steps.filter((s) => s.step === 'slow').map((s) => s.state)).toEqual(['succeeded']);
   });
 
+  it('a completion that arrives before the 202 answer is committed waits for it, and completes the step', async () => {
+    // the service completes the step through its resume token before it even answers 202: the
+    // completion finds the attempt still running (its park not yet committed), and must neither
+    // be refused as stale nor lost
+    const early: Promise<unknown>[] = [];
+    svc.on('/early', async (req) => {
+      early.push(engine.complete(req.headers['x-flow-resume-token']!, { output: { early: true } }));
+      await new Promise((r) => setTimeout(r, 100));
+      return { status: 202, body: { status: 'waiting' } };
+    });
+    const logic = uniqueLogic({
+      start: 'slow',
+      steps: { slow: { kind: 'proxy', handler: 'test', path: '/early', next: 'after' }, after: { kind: 'pass', input: 'steps.slow' } },
+    });
+    await engine.publish(logic, 'test-env');
+    const { id } = await engine.start({ logicId: logic.logicId, input: {}, env: 'test-env' });
+    await settle(engine);
+    await expect(early[0]).resolves.toMatchObject({ id });
+    await settle(engine);
+    const record = await get(id);
+    expect(record.state).toBe('completed');
+    expect(record.output).toEqual({ early: true });
+    expect(svc.calls('/early')).toHaveLength(1);
+  });
+
+  it('a completion for an attempt whose 202 answer never comes is refused as not yet waiting, and changes nothing', async () => {
+    let release: () => void = () => {};
+    const answered = new Promise<void>((r) => {
+      release = r;
+    });
+    const early: Promise<unknown>[] = [];
+    svc.on('/late', async (req) => {
+      early.push(engine.complete(req.headers['x-flow-resume-token']!, { output: { early: true } }));
+      await answered;
+      return { status: 202, body: { status: 'waiting' } };
+    });
+    const logic = uniqueLogic({ start: 'slow', steps: { slow: { kind: 'proxy', handler: 'test', path: '/late' } } });
+    await engine.publish(logic, 'test-env');
+    const { id } = await engine.start({ logicId: logic.logicId, input: {}, env: 'test-env' });
+    const settled = settle(engine);
+    await expect.poll(() => early.length).toBe(1);
+    await expect(early[0]).rejects.toMatchObject({ code: 'FLOW_NOT_YET_WAITING', status: 409 });
+    release();
+    await settled;
+    const record = await get(id);
+    expect(record.state).toBe('waiting');
+    expect(record.steps.map((s) => s.state)).toEqual(['parked']);
+  });
+
   it('cancelling a waiting instance removes its timers', async () => {
     const id = await start(approval({ deadline: 'P1D' }));
     const timers = async () =>

@@ -7,6 +7,8 @@ import { PROBLEMS } from './shared.ts';
  * The 202 contract: the owning service completes a step it answered `202 {"status":"waiting"}`.
  * The resume token authenticates (a forged one is FLOW_BAD_TOKEN, 401); the env comes from the
  * record it names; a second answer, or one for an attempt that is over, is 409 FLOW_STALE_TOKEN.
+ * One that overtakes the commit of the 202 answer waits for it, then (after 2 s) is 409
+ * FLOW_NOT_YET_WAITING: sending it again is safe.
  */
 export const callbackRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (app, { engine }) => {
   app.post(
