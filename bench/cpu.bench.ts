@@ -1,6 +1,6 @@
 /**
  * The engine's CPU per step, by where it goes (issue 14, "A CPU budget per step"). The engine runs
- * 10-step proxy workflows at concurrency 16 in this process while the V8 CPU profiler samples it;
+ * 10-step proxy workflows at concurrency 16 (BENCH_CONCURRENCY) in this process while the V8 CPU profiler samples it;
  * the owning service runs in a child process, so its CPU is not counted. Each sample's self time is
  * put in a category by its script URL and function; the table prints µs per step for each, and
  * the engine's CPU beyond pg and HTTP against the 150 µs aim. Prints a table; asserts nothing.
@@ -24,7 +24,7 @@ import { fmt, pool, serviceProcess } from './support.ts';
 const url = process.env['DATABASE_URL'];
 if (!url) throw new Error('set DATABASE_URL (npm run bench:cpu starts a Postgres for you)');
 const QUICK = process.argv.includes('--quick');
-const CONCURRENCY = 16;
+const CONCURRENCY = Number(process.env['BENCH_CONCURRENCY'] ?? 16);
 const WORKFLOWS = Number(process.env['BENCH_WORKFLOWS'] ?? (QUICK ? 200 : 1000));
 const STEPS = 10;
 const WARMUP = QUICK ? 50 : 200;
