@@ -186,9 +186,8 @@ export class WorkerPool {
   /**
    * Fires due timers beside the claim loop, not in turn with it. Firing marks instances woken
    * (one statement per batch) and leases those the pool has room for; the claim loop takes the
-   * rest. Between polls it
-   * sleeps until the next timer is due by the database's reckoning, at most the poll interval
-   * (a timer set meanwhile by another process may be due sooner).
+   * rest. Between polls it sleeps until the next timer is due by the database's reckoning, at
+   * most the poll interval (a timer set meanwhile by another process may be due sooner).
    */
   async #runTimers(): Promise<void> {
     while (this.#running) {
@@ -229,13 +228,14 @@ export class WorkerPool {
         Array.from({ length: firers }, (_, i) => fireDueTimers(this.db.pool, TIMER_BATCH, { limit: i === 0 ? room : 0, leaseMs: this.leaseMs })),
       );
     } finally {
-      // in the same turn as the leases are counted in (#take): a claim in between would count neither
+      // in the same turn as the leases are counted in (#take): a claim in between would count
+      // neither. A claim loop rung here runs after that turn.
       this.#firing--;
       this.#asking -= room;
+      if (this.#claimDeferred) this.wake();
+      this.#claimDeferred = false;
     }
     for (const r of rounds) this.#take(r.leased);
-    if (this.#claimDeferred) this.wake();
-    this.#claimDeferred = false;
     const fired = rounds.reduce((n, r) => n + r.fired, 0);
     const passedOver = rounds.reduce((n, r) => n + r.passedOver, 0);
     this.#passedOver = passedOver > 0;
