@@ -15,7 +15,8 @@
  * gives each round, the medians and the ratio (goal, issue 14: ≤ 2), with what each fired
  * instance cost: transitions committed, transactions the engine process sent (by kind, counted
  * in node-postgres's Client.query) and write transactions (the server's xid counter).
- * Prints tables; asserts nothing. Goal for the spread: fired p99 ≤ 50 ms.
+ * Prints tables; asserts nothing. Goal for the spread: fired p99 ≤ 50 ms; the spread's cost per
+ * fired instance is printed too (what a timer costs when the pool keeps up).
  *
  *   npm run bench:timers     (BENCH_TIMERS=… BENCH_SPREAD_MS=… BENCH_ROUNDS=… BENCH_PLAIN_CHAIN=… change the sizes;
  *   BENCH_ONLY=spread|burst|short runs one shape, burst with its baseline;
@@ -384,6 +385,26 @@ if (bursts.length > 0) {
   ];
   out('');
   out(markdownTable(['per fired instance (burst) / per plain step, medians', 'burst', 'plain'], rows));
+}
+
+// the spread's cost per fired instance: what a timer costs when the pool keeps up (no burst)
+const spread = all.find((r) => r.label.startsWith('(i)'))?.cost;
+if (spread) {
+  const per = (v: number) => fmt(v / TIMERS, 3);
+  out('');
+  out(
+    markdownTable(
+      ['per fired instance, spread', ''],
+      [
+        ['transitions committed', per(spread.transitions)],
+        ['WAL written, bytes', fmt(spread.walBytes / TIMERS, 0)],
+        ['WAL fsyncs', per(spread.walSyncs)],
+        ['write transactions (server xid delta)', per(spread.writeTx)],
+        ['transactions the engine process sent, all', per(total(spread))],
+        ...[...spread.sent].sort((a, b) => b[1] - a[1]).map(([k, n]) => [`&nbsp;&nbsp;${k}`, per(n)]),
+      ],
+    ),
+  );
 }
 
 function total(c: Cost): number {

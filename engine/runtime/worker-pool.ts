@@ -57,6 +57,8 @@ export interface WorkerOptions {
  * one executor is busy.) A woken instance's wake-up transition needs no executor:
  * it is applied and committed as soon as the instance is claimed, together with the others
  * claimed with it (one batched commit), and the instance then waits in line for its next step.
+ * A timer poll leases by the same rule the instances it wakes, in the statement that fires
+ * their timers (migration 0016): those need no claim.
  * The price of the reserve: at the end of a backlog, up to `concurrency` instances may wait here
  * for an executor while another process has one free.
  */
@@ -81,6 +83,13 @@ export class WorkerPool {
   /** Timer polls out now, and whether the last one passed over a due timer whose instance was held. */
   #firing = 0;
   #passedOver = false;
+  /**
+   * Leases asked for by the claim and firing statements out now: the room counts them as held, so
+   * a claim and a timer poll out together never ask for more than the pool has room for.
+   */
+  #asking = 0;
+  /** A claim found no room because a timer poll out had asked for it: look again when the poll returns. */
+  #claimDeferred = false;
   /** Rung for new work (the claim loop) and for timers that may be due sooner (the timer loop). */
   readonly #claims = new Alarm();
   readonly #timers = new Alarm();
@@ -175,15 +184,15 @@ export class WorkerPool {
   }
 
   /**
-   * Fires due timers beside the claim loop, not in turn with it. Firing only marks instances
-   * woken (one statement per batch); the claim loop applies the wake-ups. Between polls it
-   * sleeps until the next timer is due by the database's reckoning, at most the poll interval
-   * (a timer set meanwhile by another process may be due sooner).
+   * Fires due timers beside the claim loop, not in turn with it. Firing marks instances woken
+   * (one statement per batch) and leases those the pool has room for; the claim loop takes the
+   * rest. Between polls it sleeps until the next timer is due by the database's reckoning, at
+   * most the poll interval (a timer set meanwhile by another process may be due sooner).
    */
   async #runTimers(): Promise<void> {
     while (this.#running) {
       const began = Date.now();
-      let next: FiredTimers = { fired: 0, nextDueMs: null, passedOver: 0 };
+      let next: Pick<FiredTimers, 'fired' | 'nextDueMs'> = { fired: 0, nextDueMs: null };
       try {
         next = await this.#fireTimers();
       } catch (err) {
@@ -204,20 +213,47 @@ export class WorkerPool {
    * tens of microseconds a timer and running a step about a millisecond, so the burst is fired
    * first, with claims held back (for at most a poll interval) rather than competing with it for
    * the same cores; the woken instances are then claimed in the order they fell due. One
-   * statement polls; during a burst, TIMER_FIRERS go side by side.
+   * statement polls; during a burst, TIMER_FIRERS go side by side. The first of them leases as
+   * many of the instances it wakes as the pool has room for (the claim's rule, #room), so those
+   * cost no claim; the claim loop is rung only for what was left unleased.
    */
-  async #fireTimers(): Promise<FiredTimers> {
+  async #fireTimers(): Promise<Pick<FiredTimers, 'fired' | 'nextDueMs'>> {
     const firers = this.#holdClaimsUntil === 0 ? 1 : TIMER_FIRERS;
+    const room = this.#stopping ? 0 : this.#room();
     this.#firing++;
-    const rounds = await Promise.all(Array.from({ length: firers }, () => fireDueTimers(this.db.pool, TIMER_BATCH))).finally(() => this.#firing--);
+    this.#asking += room;
+    let rounds: FiredTimers[];
+    try {
+      rounds = await Promise.all(
+        Array.from({ length: firers }, (_, i) => fireDueTimers(this.db.pool, TIMER_BATCH, { limit: i === 0 ? room : 0, leaseMs: this.leaseMs })),
+      );
+    } finally {
+      // in the same turn as the leases are counted in (#take): a claim in between would count
+      // neither. A claim loop rung here runs after that turn.
+      this.#firing--;
+      this.#asking -= room;
+      if (this.#claimDeferred) this.wake();
+      this.#claimDeferred = false;
+    }
+    for (const r of rounds) this.#take(r.leased);
     const fired = rounds.reduce((n, r) => n + r.fired, 0);
     const passedOver = rounds.reduce((n, r) => n + r.passedOver, 0);
     this.#passedOver = passedOver > 0;
     const burst = fired === firers * TIMER_BATCH;
     if (!burst) this.#holdClaimsUntil = 0;
     else if (this.#holdClaimsUntil === 0) this.#holdClaimsUntil = Date.now() + this.pollMs;
-    if (fired > 0 && !burst) this.wake();
-    return { fired, nextDueMs: rounds[0]!.nextDueMs, passedOver };
+    if (!burst && rounds.some((r) => r.wokenLeft > 0)) this.wake();
+    return { fired, nextDueMs: rounds[0]!.nextDueMs };
+  }
+
+  /**
+   * How many instances the pool may lease now: none while every executor is busy (so a pool of
+   * one never holds a second instance while its executor runs), else as many as fill the
+   * reserve up to twice `concurrency`, less what statements out now have asked for.
+   */
+  #room(): number {
+    if (this.#inflight >= this.concurrency) return 0;
+    return Math.max(0, 2 * this.concurrency - this.#inflight - this.#asking);
   }
 
   /**
@@ -225,11 +261,24 @@ export class WorkerPool {
    * held), as many as fill the reserve up again: more than `concurrency` a claim when work waits.
    */
   async #claim(): Promise<number> {
-    if (this.#inflight >= this.concurrency || Date.now() < this.#holdClaimsUntil) return 0;
-    const room = 2 * this.concurrency - this.#inflight;
-    const claimed = await claimWorkflows(this.db.pool, { limit: room, leaseMs: this.leaseMs });
+    const room = this.#room();
+    if (room === 0 && this.#inflight < this.concurrency) this.#claimDeferred = true;
+    if (room === 0 || Date.now() < this.#holdClaimsUntil) return 0;
+    this.#asking += room;
+    let claimed: Stored[];
+    try {
+      claimed = await claimWorkflows(this.db.pool, { limit: room, leaseMs: this.leaseMs });
+    } finally {
+      this.#asking -= room;
+    }
     this.#moreMayWait = claimed.length === room;
-    for (const stored of claimed) {
+    this.#take(claimed);
+    return claimed.length;
+  }
+
+  /** Drives instances this pool has just leased (claimed, or woken by its timer poll). */
+  #take(leased: Stored[]): void {
+    for (const stored of leased) {
       this.#inflight++;
       void this.#drive(stored)
         .catch((err) => this.observer.onError?.(stored.instance.id, err))
@@ -238,7 +287,6 @@ export class WorkerPool {
           if (this.#moreMayWait && this.#inflight < this.concurrency) this.wake();
         });
     }
-    return claimed.length;
   }
 
   /** Runs prepared attempts of one instance for as long as it holds the lease and has one. */

@@ -23,15 +23,18 @@ const DATABASE_URL = process.env['DATABASE_URL'];
 const HOUR = 3_600_000;
 
 /**
- * Probes, read as the owner: every committed firing of a timer (its row goes), and every committed
- * transition out of `waiting`, each with the application_name of the connection that wrote it.
+ * Probes, read as the owner: every committed firing of a timer (its row goes), every committed
+ * transition out of `waiting`, and every lease granted (a new token: a claim's, or a timer poll's
+ * since migration 0016) with whether the lease it replaced was still live, each with the
+ * application_name of the connection that wrote it.
  * Rows of a transaction that rolled back vanish with it, so the logs hold what really happened.
  */
 async function installProbes(db: Db): Promise<void> {
   await db.pool.query(`
     CREATE TABLE probe_timer_fired (timer_id uuid NOT NULL, workflow_id uuid NOT NULL, fire_at timestamptz, fired_at timestamptz, poller text);
     CREATE TABLE probe_wake (workflow_id uuid NOT NULL, from_version bigint NOT NULL, to_state text NOT NULL, poller text);
-    GRANT INSERT ON probe_timer_fired, probe_wake TO flow_app, flow_engine;
+    CREATE TABLE probe_lease (workflow_id uuid NOT NULL, over_live boolean NOT NULL, poller text);
+    GRANT INSERT ON probe_timer_fired, probe_wake, probe_lease TO flow_app, flow_engine;
     CREATE FUNCTION probe_timer_fired() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
     BEGIN
       INSERT INTO probe_timer_fired VALUES (OLD.id, OLD.workflow_id, OLD.fire_at, clock_timestamp(), current_setting('application_name'));
@@ -44,7 +47,14 @@ async function installProbes(db: Db): Promise<void> {
       RETURN NEW;
     END $$;
     CREATE TRIGGER probe_wake AFTER UPDATE ON workflows FOR EACH ROW
-      WHEN (OLD.state = 'waiting' AND NEW.state <> 'waiting') EXECUTE FUNCTION probe_wake();`);
+      WHEN (OLD.state = 'waiting' AND NEW.state <> 'waiting') EXECUTE FUNCTION probe_wake();
+    CREATE FUNCTION probe_lease() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+    BEGIN
+      INSERT INTO probe_lease VALUES (NEW.id, OLD.lease_token IS NOT NULL AND OLD.lease_expires_at >= statement_timestamp(), current_setting('application_name'));
+      RETURN NEW;
+    END $$;
+    CREATE TRIGGER probe_lease AFTER UPDATE ON workflows FOR EACH ROW
+      WHEN (NEW.lease_token IS NOT NULL AND NEW.lease_token IS DISTINCT FROM OLD.lease_token) EXECUTE FUNCTION probe_lease();`);
 }
 
 /** Breaches of "each timer fired once, each instance woken once, and the step after the delay run once". */
@@ -68,6 +78,22 @@ async function fireViolations(db: Db, expected: number): Promise<string[]> {
      SELECT 'expected ' || $1::int || ' fired timers, logged ' || count(*) FROM probe_timer_fired HAVING count(*) <> $1::int
      LIMIT 20`,
     [expected],
+  );
+  return res.rows.map((r) => r.problem);
+}
+
+/**
+ * Breaches of "an instance is never leased while another holds it" and, with `once`, of "each
+ * instance is leased exactly once" (true of a run where no lease runs out).
+ */
+async function leaseViolations(db: Db, once: boolean): Promise<string[]> {
+  const res = await db.pool.query<{ problem: string }>(
+    `SELECT 'instance ' || workflow_id || ' leased by ' || poller || ' while another held it' AS problem FROM probe_lease WHERE over_live
+     UNION ALL
+     SELECT 'instance ' || id || ' leased ' || (SELECT count(*) FROM probe_lease p WHERE p.workflow_id = w.id) || ' times' FROM workflows w
+       WHERE $1 AND (SELECT count(*) FROM probe_lease p WHERE p.workflow_id = w.id) <> 1
+     LIMIT 20`,
+    [once],
   );
   return res.rows.map((r) => r.problem);
 }
@@ -165,10 +191,14 @@ describe.skipIf(!DATABASE_URL)('10,000 timers due at once, four pollers', () => 
     expect(await stateCounts(db)).toEqual({ completed: TIMERS });
     expect(await fireViolations(db, TIMERS)).toEqual([]);
     // every wake-up was a delay running on in the claimer's hands (waiting → processing), and
-    // nothing else touched the instance: version 1 parked, 2 fired (the wake recorded), 3 claimed
+    // nothing else touched the instance: version 1 parked, then 2 fired and leased by the poll
+    // (as many as its pool had room for, migration 0016), or 2 fired and 3 claimed
     expect(woken).toEqual({ processing: TIMERS });
     const versions = await countBy(db, 'SELECT from_version::text AS k, count(*)::int AS n FROM probe_wake GROUP BY from_version');
-    expect(versions).toEqual({ '3': TIMERS });
+    expect(Object.keys(versions).sort()).toEqual(['2', '3']);
+    expect(versions['2']! + versions['3']!).toBe(TIMERS);
+    // leased once each, never while another poller held it, whether by a claim or a timer poll
+    expect(await leaseViolations(db, true)).toEqual([]);
     // the pollers really raced: more than one of them fired timers
     expect(Object.keys(firedBy).length).toBeGreaterThan(1);
     // the step after the delay ran once per instance, whichever engine claimed it
@@ -176,6 +206,93 @@ describe.skipIf(!DATABASE_URL)('10,000 timers due at once, four pollers', () => 
     expect([...perAttempt].filter(([, n]) => n !== 1)).toEqual([]);
     expect([...lx.ledger.applications.values()].filter((n) => n !== 1)).toEqual([]);
     expect(lx.ledger.deliveries.filter((d) => d.afterCommit)).toEqual([]);
+    expect(await attemptViolations(db)).toEqual([]);
+  }, 120_000);
+});
+
+describe.skipIf(!DATABASE_URL)('timers falling due while two running pools fire, lease and claim side by side', () => {
+  const TIMERS = 2000;
+  const SPREAD_MS = 2000;
+  const CONCURRENCY = 4;
+  const ENV = 'fire-lease';
+  let db: Db;
+  const pollerDbs: Db[] = [];
+  const engines: Engine[] = [];
+  const errors: unknown[] = [];
+  /** The most instances each pool held at once, sampled whenever one of its instances moved. */
+  const mostHeld: number[] = [];
+  let lx: LedgerExecutor;
+
+  beforeAll(async () => {
+    db = await openTestDb('postgres', { poolSize: 8 });
+    await installProbes(db);
+    lx = new LedgerExecutor({ operations: { after: () => outcomes.ok({ after: true }) }, committed: (info) => committedSuccess(db, info.key, info.kind) });
+    for (let i = 0; i < 2; i++) {
+      const pdb = await openDb(named(DATABASE_URL!, `pool${i}`), { schema: db.schema, poolSize: 6 });
+      pollerDbs.push(pdb);
+      mostHeld.push(0);
+      const sample = () => (mostHeld[i] = Math.max(mostHeld[i]!, engines[i]!.workers.inflight));
+      engines.push(
+        new Engine({
+          db: pdb,
+          env: ENV,
+          executors: { func: lx.executor(`pool${i}`) },
+          // the claim loop and the timer loop both lease: polls every 20 ms keep them overlapping
+          worker: { concurrency: CONCURRENCY, pollMs: 20 },
+          observer: { onError: (_id, err) => errors.push(err), onWake: sample, onAttempt: sample, onTransition: sample },
+        }),
+      );
+    }
+  });
+
+  afterAll(async () => {
+    for (const e of engines) await e.close().catch(() => {});
+    for (const pdb of pollerDbs) await pdb.close().catch(() => {});
+    if (db) await closeTestDb(db);
+  });
+
+  it('no instance is leased twice or while another pool holds it, no pool holds more than its room, each runs on once', async () => {
+    const logic = uniqueLogic({
+      modules: TEST_MODULES,
+      start: 'wait',
+      steps: { wait: { kind: 'delay', duration: 'PT1H', next: 'after' }, after: func('after') },
+    });
+    const starter = engines[0]!;
+    await starter.publishVersion(ENV, logic, TEST_MODULE_BYTES);
+    const templates: string[] = [];
+    for (let i = 0; i < 10; i++) templates.push((await starter.start({ logicId: logic.logicId, input: { i }, env: ENV })).id);
+    await cloneInstances(db, templates, TIMERS - templates.length);
+    for (const e of engines) await e.workers.start();
+    // the timers fall due one after another over the next two seconds (database clock)
+    await db.pool.query(
+      `UPDATE timers t SET fire_at = now() + o.rank * $1::float8 * interval '1 millisecond'
+       FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS rank FROM timers) o WHERE t.id = o.id`,
+      [SPREAD_MS / TIMERS],
+    );
+    await waitFor(
+      'every instance to complete',
+      async () => {
+        const counts = await stateCounts(db);
+        return counts['completed'] === TIMERS ? counts : undefined;
+      },
+      { timeoutMs: 90_000, intervalMs: 100 },
+    );
+    const leasedBy = await countBy(db, `SELECT l.poller || CASE WHEN w.from_version = 2 THEN ' by its timer poll' ELSE ' by a claim' END AS k, count(*)::int AS n
+                                        FROM probe_lease l JOIN probe_wake w USING (workflow_id) GROUP BY 1 ORDER BY 1`);
+    console.log(`fire and lease: ${TIMERS} timers over ${SPREAD_MS} ms, two pools of ${CONCURRENCY}; leased ${JSON.stringify(leasedBy)}; most held ${mostHeld.join(', ')}`);
+
+    expect(errors).toEqual([]);
+    expect(await stateCounts(db)).toEqual({ completed: TIMERS });
+    expect(await fireViolations(db, TIMERS)).toEqual([]);
+    expect(await leaseViolations(db, true)).toEqual([]);
+    // the room rule: a pool never holds more than twice its concurrency
+    for (const held of mostHeld) expect(held).toBeLessThanOrEqual(2 * CONCURRENCY);
+    // both ways of leasing happened
+    expect(Object.keys(leasedBy).filter((k) => k.endsWith('by its timer poll'))).not.toEqual([]);
+    expect(Object.keys(leasedBy).filter((k) => k.endsWith('by a claim'))).not.toEqual([]);
+    const perAttempt = lx.ledger.perAttempt();
+    expect(perAttempt.size).toBe(TIMERS);
+    expect([...perAttempt].filter(([, n]) => n !== 1)).toEqual([]);
     expect(await attemptViolations(db)).toEqual([]);
   }, 120_000);
 });
@@ -284,6 +401,7 @@ describe.skipIf(!DATABASE_URL || !PgCluster.available())('timers due while Postg
     expect(workers.map((w) => [w.pid, w.alive])).toEqual(pids.map((p) => [p, true]));
     expect(await stateCounts(db)).toEqual({ completed: TIMERS });
     expect(await fireViolations(db, TIMERS)).toEqual([]);
+    expect(await leaseViolations(db, false)).toEqual([]);
     // the crash came before the last timer fell due: some were due while the server was away or
     // had not fired yet at the crash, and those fired after recovery — once (fireViolations)
     expect(firedAtCrash).toBeLessThan(TIMERS);

@@ -158,4 +158,44 @@ describeEachDriver('a worker pool claims for work and beats once for all its lea
       await svc.close();
     }
   });
+  it('a timer poll leases the instances it wakes, as many as the pool has room for: fired and leased in one row version', async () => {
+    const db = getDb();
+    const delayed = makeLogic({
+      logicId: 'claims.fire-lease',
+      start: 'wait',
+      steps: { wait: { kind: 'delay', duration: 'PT10M', next: 'done' }, done: { kind: 'pass', input: '"done"' } },
+    });
+    // the row version each woken instance reached this pool at, and the most held at once
+    const versions: number[] = [];
+    let mostHeld = 0;
+    const engine: Engine = new Engine({
+      db,
+      env: 'fire-lease-env',
+      worker: { concurrency: 2, pollMs: 600_000 },
+      observer: {
+        onWake: (_logic, stored) => {
+          versions.push(stored.rowVersion);
+          mostHeld = Math.max(mostHeld, engine.workers.inflight);
+        },
+      },
+    });
+    await engine.publish(delayed, 'fire-lease-env');
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) ids.push((await engine.start({ logicId: delayed.logicId, input: {}, env: 'fire-lease-env' })).id);
+    await engine.workers.drain();
+    const parked = await db.pool.query<{ v: string }>(`SELECT DISTINCT row_version::text AS v FROM workflows WHERE id = ANY($1)`, [ids]);
+    expect(parked.rows).toHaveLength(1);
+    const p = Number(parked.rows[0]!.v);
+    await asScheduler(db, (c) => advanceClock(c, 11 * 60_000));
+
+    // drain() polls first, with nothing held: room for 2 × concurrency. Those four come to the
+    // pool at the version the firing wrote (its lease in the same row version); the other two
+    // were woken as before and leased by a claim, one row version later
+    await engine.workers.drain();
+    expect(versions.sort((a, b) => a - b)).toEqual([p + 1, p + 1, p + 1, p + 1, p + 2, p + 2]);
+    expect(mostHeld).toBeLessThanOrEqual(4);
+    const done = await db.pool.query<{ state: string }>(`SELECT state FROM workflows WHERE id = ANY($1)`, [ids]);
+    expect(done.rows.map((r) => r.state)).toEqual(Array(6).fill('completed'));
+    await engine.close();
+  });
 });
