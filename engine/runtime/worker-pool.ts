@@ -323,7 +323,7 @@ export class WorkerPool {
       const { t, event } = decided;
       const keep = goOn && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
       // the next attempt's work without effects (a module run) overlaps this commit
-      if (keep && t.instance.ctx.running !== null) startAhead(logic, t.instance, this.executors);
+      if (keep) startAhead(logic, t.instance, this.executors);
       const committed = await lease.committing(() => this.#commit(stored, t, event, token, keep ? { token, ttlMs: this.leaseMs } : null));
       this.observer.onTransition?.(stored.instance, t, committed);
       // let the timer loop look again when what it waits for may have changed: a new timer may

@@ -8,7 +8,7 @@ import type { Client, Queryable } from './tx.ts';
  * until its claimer applies the wake-up. SKIP LOCKED lets many workers claim side by side without
  * waiting on each other. `claim_workflows()` (migration 0003) takes the scheduler role itself, so
  * pass the pool: a claim is one round trip. A timer poll grants a lease on the same terms to the
- * instances it wakes (`lease_until()`, migration 0016: fireDueTimers).
+ * instances it wakes (migration 0016: fireDueTimers).
  */
 export async function claimWorkflows(on: Queryable, args: { limit: number; leaseMs: number }): Promise<Stored[]> {
   // named, as the heartbeat: prepared once per connection, sent by every worker again and again;

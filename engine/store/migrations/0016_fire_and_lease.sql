@@ -4,53 +4,14 @@
 -- lease), each a row version, index entries and, for the claim, a statement of its own (issue 14,
 -- timer burst). The firing statement now takes the lease itself for up to `lease_lim` of the
 -- instances it wakes (those whose timers fell due first) and returns them as claim_workflows()
--- does; the rest are woken as in 0015, for any pool to claim. A lease is granted by the same
--- terms in both (lease_until() below): a new token, an expiry `lease_ms` from the transaction's
+-- does; the rest are woken as in 0015, for any pool to claim. A lease is granted on the claim's
+-- terms (claim_workflows(), 0011): a new token, an expiry `lease_ms` from the transaction's
 -- start, row_version moved on (which fences a holder whose lease ran out). A woken instance stays
 -- `waiting` under its lease either way: its claimer applies the wake-up.
 --
 -- Everything else is 0015's: timers and instances taken SKIP LOCKED (no timer fires twice, no
 -- instance is leased twice, a holder's instance is passed over and counted), stale timers fire
 -- into nothing. One row comes back with the counts (its `wf` null), then one per leased instance.
-
-CREATE FUNCTION lease_until(lease_ms float8) RETURNS timestamptz
-LANGUAGE sql STABLE AS $$ SELECT now() + lease_ms * interval '1 millisecond' $$;
-
-CREATE OR REPLACE FUNCTION claim_workflows(lim integer, lease_ms float8) RETURNS TABLE (wf workflows, outputs jsonb)
-LANGUAGE plpgsql AS $fn$
-DECLARE
-  prev_role text := current_setting('role');
-BEGIN
-  PERFORM set_config('role', 'flow_engine', true);
-  RETURN QUERY
-  WITH runnable AS (
-    SELECT id FROM workflows
-    WHERE (state IN ('pending', 'compensating') OR (state = 'waiting' AND wakes IS NOT NULL))
-      AND run_at <= statement_timestamp()
-      AND (lease_expires_at IS NULL OR lease_expires_at < statement_timestamp())
-    ORDER BY run_at LIMIT lim
-    FOR NO KEY UPDATE SKIP LOCKED
-  ), orphaned AS (
-    SELECT id FROM workflows
-    WHERE state = 'processing' AND lease_expires_at < statement_timestamp()
-    ORDER BY lease_expires_at LIMIT lim
-    FOR NO KEY UPDATE SKIP LOCKED
-  ), claimed AS (
-    SELECT id FROM runnable UNION ALL SELECT id FROM orphaned LIMIT lim
-  ), taken AS (
-    UPDATE workflows w
-    SET state = CASE WHEN w.state IN ('compensating', 'waiting') THEN w.state ELSE 'processing' END,
-        lease_token = gen_random_uuid(),
-        lease_expires_at = lease_until(lease_ms),
-        row_version = w.row_version + 1
-    FROM claimed WHERE w.id = claimed.id
-    RETURNING w AS claimed_row
-  )
-  SELECT t.claimed_row, (SELECT coalesce(jsonb_object_agg(o.step, o.output), '{}') FROM workflow_outputs o WHERE o.workflow_id = (t.claimed_row).id)
-  FROM taken t;
-  PERFORM set_config('role', prev_role, true);
-END
-$fn$;
 
 DROP FUNCTION fire_due_timers(integer);
 CREATE FUNCTION fire_due_timers(lim integer, lease_lim integer, lease_ms float8)
@@ -81,7 +42,7 @@ BEGIN
     SET wakes = coalesce(w.wakes, '{}') || d.wakes,
         run_at = statement_timestamp(),
         lease_token = CASE WHEN d.lease THEN gen_random_uuid() ELSE w.lease_token END,
-        lease_expires_at = CASE WHEN d.lease THEN lease_until(lease_ms) ELSE w.lease_expires_at END,
+        lease_expires_at = CASE WHEN d.lease THEN now() + lease_ms * interval '1 millisecond' ELSE w.lease_expires_at END,
         row_version = w.row_version + 1
     FROM wake d
     WHERE w.id = d.workflow_id
@@ -112,4 +73,4 @@ BEGIN
 END
 $fn$;
 
-GRANT EXECUTE ON FUNCTION fire_due_timers(integer, integer, float8), claim_workflows(integer, float8) TO flow_app, flow_engine;
+GRANT EXECUTE ON FUNCTION fire_due_timers(integer, integer, float8) TO flow_app, flow_engine;
