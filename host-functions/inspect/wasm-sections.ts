@@ -1,3 +1,4 @@
+import { skipConstExpr } from './wasm-instructions.ts';
 import { invalid, WasmReader } from './wasm-reader.ts';
 
 /** A function signature; value types as their binary codes (0x7f i32, 0x7e i64, 0x7d f32, 0x7c f64). */
@@ -33,30 +34,37 @@ export interface WasmSections {
   /** Memories the module defines itself (imported memories are in `imports`). */
   memories: WasmLimits[];
   exports: WasmExport[];
+  /** Globals the module defines itself, in index order after the imported ones. */
+  globals: { mutable: boolean }[];
+  /** Byte ranges of every section (id, whole section, payload), in file order. */
+  sections: { id: number; start: number; payload: number; end: number }[];
   /** Byte ranges of the function bodies, in function index order after the imports. */
   code: { start: number; end: number }[];
 }
 
-const SECTION = { type: 1, import: 2, memory: 5, export: 7, code: 10 } as const;
+const SECTION = { type: 1, import: 2, memory: 5, global: 6, export: 7, code: 10 } as const;
 const EXTERN_KINDS = ['function', 'table', 'memory', 'global', 'tag'] as const;
 const MAGIC = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
 
-/** Reads the type, import, memory, export and code sections; skips the rest. */
+/** Reads the type, import, memory, global, export and code sections; skips the rest. */
 export function readSections(bytes: Uint8Array): WasmSections {
   if (bytes.length < 8 || MAGIC.some((b, i) => bytes[i] !== b)) {
     throw invalid('missing the \\0asm version 1 header');
   }
-  const out: WasmSections = { types: [], imports: [], memories: [], exports: [], code: [] };
+  const out: WasmSections = { types: [], imports: [], memories: [], exports: [], globals: [], sections: [], code: [] };
   const r = new WasmReader(bytes, 8);
   while (!r.done) {
+    const header = r.pos;
     const id = r.byte();
     const size = r.uleb();
     const start = r.pos;
     r.skip(size);
+    out.sections.push({ id, start: header, payload: start, end: start + size });
     const s = new WasmReader(bytes, start, start + size);
     if (id === SECTION.type) out.types = vec(s, () => readFuncType(s));
     else if (id === SECTION.import) out.imports = vec(s, () => readImport(s, out.types));
     else if (id === SECTION.memory) out.memories = vec(s, () => readLimits(s));
+    else if (id === SECTION.global) out.globals = vec(s, () => readGlobal(s));
     else if (id === SECTION.export) out.exports = vec(s, () => readExport(s));
     else if (id === SECTION.code) out.code = vec(s, () => readBody(s));
   }
@@ -107,6 +115,14 @@ function readLimits(r: WasmReader): WasmLimits {
   const min = r.uleb(bits);
   const max = flags & 0x01 ? r.uleb(bits) : null;
   return { min, max };
+}
+
+function readGlobal(r: WasmReader): { mutable: boolean } {
+  const type = r.byte();
+  if (type === 0x63 || type === 0x64) r.skipLeb(); // a typed reference: its heap type follows
+  const mutable = r.byte() === 0x01;
+  skipConstExpr(r);
+  return { mutable };
 }
 
 function readExport(r: WasmReader): WasmExport {

@@ -49,6 +49,7 @@ export function createFuncRuntime(opts: FuncRuntimeOptions): FuncRuntime {
     const task: Omit<RunTask, 'id'> = {
       moduleHash: req.moduleHash,
       module: loaded.module,
+      state: loaded.state,
       exportName,
       inputJson: checked,
       declaredImports: [...req.declaredImports],

@@ -1,4 +1,5 @@
 import { FuncErrorCode, FuncModuleError } from '../errors.ts';
+import { exposeState, type StateExports } from '../inspect/expose-state.ts';
 import { inspectStructure, type ModuleInspection, verifyHash } from '../inspect/inspect-module.ts';
 import { memoryGrowFunctions } from '../inspect/memory-grow-sites.ts';
 import { wasm } from '../inspect/wasm-api.ts';
@@ -8,6 +9,8 @@ export interface LoadedModule {
   hash: string;
   module: WebAssembly.Module;
   inspection: ModuleInspection;
+  /** Where the compiled module exports its state for an instance to be reset and reused; null: use each instance once. */
+  state: StateExports | null;
   /** Functions containing `memory.grow`; computed on the first trap only. */
   growSites(): ReadonlySet<number>;
 }
@@ -61,9 +64,10 @@ export class ModuleCache {
     }
     verifyHash(bytes, hash);
     const inspection = inspectStructure(bytes, this.#maxMemoryPages);
+    const exposed = exposeState(bytes, inspection.sections);
     let module: WebAssembly.Module;
     try {
-      module = await wasm.compile(bytes);
+      module = await wasm.compile(exposed?.bytes ?? bytes);
     } catch (err) {
       throw new FuncModuleError(FuncErrorCode.INVALID_MODULE, `module ${hash} does not compile: ${String(err)}`);
     }
@@ -72,6 +76,7 @@ export class ModuleCache {
       hash,
       module,
       inspection,
+      state: exposed?.names ?? null,
       growSites: () => {
         sites ??= memoryGrowFunctions(bytes, inspection.sections);
         return sites;

@@ -1,4 +1,5 @@
 // Messages between the runtime (parent thread) and worker-entry.mjs.
+import type { StateExports } from '../inspect/expose-state.ts';
 import type { PendingHostCall } from '../types.ts';
 
 /** One run, as posted to a worker. WebAssembly.Module is shared, not copied. */
@@ -7,6 +8,8 @@ export interface RunTask {
   /** Names the module: a worker keeps a fresh instance of the module it ran last ready for the next run. */
   moduleHash: string;
   module: WebAssembly.Module;
+  /** Where the module exports its state; a worker then resets a used instance instead of making a new one. */
+  state: StateExports | null;
   exportName: string;
   inputJson: string;
   declaredImports: readonly string[];

@@ -32,15 +32,21 @@ class HostStop extends Error {
  * makes the next one while it is idle (worker-entry.mjs). An instance whose instantiation touched
  * the host at all (the module's start function called an import, logged, or trapped) is `tainted`:
  * it could have seen no run's clock or records, so it is never used and the run instantiates anew.
+ * When the module exports its state (`exposed`, see expose-state.ts), an instance made ahead keeps
+ * a `snapshot` of it, and a run that ends done or suspended puts it back: the same instance then
+ * serves the next run as if new, and its first call's warm-up is paid once.
  * @typedef {{ task: RunTask | null, log: (level: string, message: string) => void, state: RunState, tainted: boolean }} Bindings
  * @typedef {{ calls: number, allocated: number, stop: WorkerOutcome | null, input: DataView, blocks: (DataView | null)[] }} RunState
- * @typedef {{ plugin: import('@extism/extism').Plugin, bindings: Bindings }} Instance
+ * @typedef {{ memories: { memory: WebAssembly.Memory, bytes: Uint8Array }[], globals: { global: WebAssembly.Global, value: unknown }[] }} Snapshot
+ * @typedef {{ plugin: import('@extism/extism').Plugin, bindings: Bindings, snapshot: Snapshot | null }} Instance
  * @param {WebAssembly.Module} module
  * @param {readonly string[]} importNames
+ * @param {RunTask['state']} [exposed] where the module exports its state; only for an instance made ahead of a run
+ *   (a snapshot of one bound to a run would carry what its start function saw of that run)
  * @param {Partial<Pick<Bindings, 'task' | 'log' | 'state'>>} [bindTo] a run to bind at once (instantiation then belongs to it)
  * @returns {Promise<Instance>}
  */
-export async function instantiate(module, importNames, bindTo = {}) {
+export async function instantiate(module, importNames, exposed = null, bindTo = {}) {
   /** @type {Bindings} */
   const bindings = { task: bindTo.task ?? null, log: bindTo.log ?? (() => {}), state: bindTo.state ?? freshState(), tainted: false };
   /** The run this call belongs to; none yet marks the instance tainted and stops its start function. */
@@ -130,7 +136,34 @@ export async function instantiate(module, importNames, bindTo = {}) {
     { wasm: [{ module }] },
     { useWasi: false, functions, logger: /** @type {Console} */ (/** @type {unknown} */ (logger)) },
   );
-  return { plugin, bindings };
+  return { plugin, bindings, snapshot: exposed && !bindings.tainted ? await snapshotOf(plugin, exposed) : null };
+}
+
+/** @param {import('@extism/extism').Plugin} plugin @param {NonNullable<RunTask['state']>} exposed @returns {Promise<Snapshot>} */
+async function snapshotOf(plugin, exposed) {
+  const { exports } = await plugin.getInstance('0');
+  return {
+    memories: exposed.memories.map((name) => {
+      const memory = /** @type {WebAssembly.Memory} */ (exports[name]);
+      return { memory, bytes: new Uint8Array(memory.buffer).slice() };
+    }),
+    globals: exposed.globals.map((name) => {
+      const global = /** @type {WebAssembly.Global} */ (exports[name]);
+      return { global, value: global.value };
+    }),
+  };
+}
+
+/**
+ * Puts memories and globals back as they were when the instance was made. False when it cannot:
+ * a memory grew, and a bigger memory is not as good as new (the module can see its size).
+ * @param {Snapshot} snapshot
+ */
+function restore(snapshot) {
+  if (snapshot.memories.some((m) => m.memory.buffer.byteLength !== m.bytes.byteLength)) return false;
+  for (const m of snapshot.memories) new Uint8Array(m.memory.buffer).set(m.bytes);
+  for (const g of snapshot.globals) g.global.value = g.value;
+  return true;
 }
 
 /**
@@ -138,11 +171,12 @@ export async function instantiate(module, importNames, bindTo = {}) {
  * untainted, otherwise a new one (whose instantiation, running the module's start function, may
  * already trap or call the host). Host calls answer from `task.recorded` synchronously; the first
  * unrecorded one throws HostStop, which Extism propagates out of `plugin.call` unchanged on this
- * thread. The instance is closed afterwards: no state survives into another run.
+ * thread. No state survives into another run: the instance is closed afterwards, or, when it has a
+ * snapshot and the run ended done or suspended, restored and handed back as `reusable`.
  * @param {RunTask} task
  * @param {(level: string, message: string) => void} log
  * @param {Instance | null} [ready]
- * @returns {Promise<WorkerOutcome>}
+ * @returns {Promise<{ outcome: WorkerOutcome, reusable: Instance | null }>}
  */
 export async function runModule(task, log, ready = null) {
   // Extism stores a Uint8Array's whole buffer as the input block, so it must hold exactly the input.
@@ -151,27 +185,33 @@ export async function runModule(task, log, ready = null) {
   const state = freshState(new DataView(input.buffer, input.byteOffset, input.byteLength));
   /** @type {Instance | null} */
   let instance = null;
+  /** @type {WorkerOutcome} */
+  let outcome;
   try {
     if (ready !== null && !ready.bindings.tainted) {
       instance = ready;
       Object.assign(ready.bindings, { task, log, state });
     } else {
       await ready?.plugin.close();
-      instance = await instantiate(task.module, task.declaredImports, { task, log, state });
+      instance = await instantiate(task.module, task.declaredImports, null, { task, log, state });
     }
     const output = await instance.plugin.call(task.exportName, input);
-    if (state.stop) return state.stop; // the module caught our exception and carried on
-    if (state.calls < task.recorded.length) {
-      return failed('FUNC_REPLAY_DIVERGED', `module finished after ${state.calls} host calls, but ${task.recorded.length} are recorded`);
-    }
-    return parseOutput(output, state.calls);
+    if (state.stop) outcome = state.stop; // the module caught our exception and carried on
+    else if (state.calls < task.recorded.length) {
+      outcome = failed('FUNC_REPLAY_DIVERGED', `module finished after ${state.calls} host calls, but ${task.recorded.length} are recorded`);
+    } else outcome = parseOutput(output, state.calls);
   } catch (err) {
-    if (state.stop) return state.stop;
-    return fromThrown(err);
-  } finally {
-    await instance?.plugin.reset();
-    await instance?.plugin.close();
+    outcome = state.stop ?? fromThrown(err);
   }
+  if (instance === null) return { outcome, reusable: null };
+  await instance.plugin.reset();
+  const clean = outcome.kind === 'done' || outcome.kind === 'suspended';
+  if (clean && instance.snapshot !== null && restore(instance.snapshot)) {
+    Object.assign(instance.bindings, { task: null, log: () => {}, state: freshState() });
+    return { outcome, reusable: instance };
+  }
+  await instance.plugin.close();
+  return { outcome, reusable: null };
 }
 
 /** @param {DataView} [input] the run's input bytes, as handed to the module @returns {RunState} */

@@ -14,8 +14,9 @@ const empty = new WebAssembly.Module(new Uint8Array([0x00, 0x61, 0x73, 0x6d, 0x0
 await (await createPlugin({ wasm: [{ module: empty }] }, { useWasi: false })).close();
 
 /**
- * A fresh instance of the module this worker ran last, made while it waits for the next run:
- * instantiating is most of a run's cost, and a module tends to run again and again.
+ * A fresh instance of the module this worker ran last, for the next run: the one that ran, put
+ * back as it was made, or a new one made while the worker waits. Instantiating is most of a run's
+ * cost, and a module tends to run again and again.
  * @type {{ moduleHash: string, instance: Promise<import('./run-module.mjs').Instance | null> } | null}
  */
 let spare = null;
@@ -28,13 +29,15 @@ port.on('message', async (/** @type {import('./protocol.ts').RunTask} */ task) =
   let ready = null;
   if (taken?.moduleHash === task.moduleHash) ready = await taken.instance;
   else void taken?.instance.then((instance) => instance?.plugin.close());
-  let outcome;
+  let ran;
   try {
-    outcome = await runModule(task, log, ready);
+    ran = await runModule(task, log, ready);
   } catch (err) {
-    outcome = { kind: 'failed', code: 'FUNC_WORKER_CRASHED', message: err instanceof Error ? err.message : String(err) };
+    const outcome = { kind: 'failed', code: 'FUNC_WORKER_CRASHED', message: err instanceof Error ? err.message : String(err) };
+    ran = { outcome, reusable: null };
   }
-  port.postMessage({ type: 'result', id: task.id, outcome });
-  spare = { moduleHash: task.moduleHash, instance: instantiate(task.module, task.declaredImports).catch(() => null) };
+  port.postMessage({ type: 'result', id: task.id, outcome: ran.outcome });
+  const next = ran.reusable ?? instantiate(task.module, task.declaredImports, task.state).catch(() => null);
+  spare = { moduleHash: task.moduleHash, instance: Promise.resolve(next) };
 });
 port.postMessage({ type: 'ready' });

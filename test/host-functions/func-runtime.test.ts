@@ -115,10 +115,12 @@ describe('FuncRuntime.run', () => {
       outputs.push(await runtime.run(runRequest(modules.hash['start-clock']!, { clock: { nowMs, seed: 1 } })));
     }
     expect(outputs.map((r) => r.status === 'done' && r.output)).toEqual([1_000, 2_000, 3_000, 4_000].map((startedAt) => ({ startedAt })));
-    // and what one run leaves in the module's globals never shows in the next
+    // and what one run leaves in the module's globals and memory never shows in the next, whether
+    // the worker puts the instance it ran back as it was made or (when a run grew memory) makes a new one
     const counts = [];
-    for (let i = 0; i < 4; i++) counts.push(await runtime.run(runRequest(modules.hash['counter']!)));
-    expect(counts.map((r) => r.status === 'done' && r.output)).toEqual(Array(4).fill({ runs: 1 }));
+    for (const input of [{}, {}, {}, { grow: 1 }, {}, {}]) counts.push(await runtime.run(runRequest(modules.hash['counter']!, { input })));
+    const seen = counts.map((r) => r.status === 'done' && r.output);
+    expect(seen).toEqual(Array(6).fill({ runs: 1, cells: 1, pages: (seen[0] as { pages: number }).pages }));
   });
 
   it('refuses at run time a module importing a host function the step does not declare', async () => {
