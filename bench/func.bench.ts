@@ -3,12 +3,12 @@
 //   npx tsx bench/func.bench.ts        (in-memory PGlite when DATABASE_URL is unset)
 //   … -- --quick                       (fewer samples)
 // Goal (issue 14): a 1 KB module run with 0–1 host calls ≤ 5% of one step's commit (p50).
-// Runs are spaced by one commit's time, as steps are in the engine, so the worker thread is idle
-// (asleep) when a run arrives; "back to back" rows leave it no idle time at all. The "this thread"
-// columns run the same module on the bench's own thread with an instance made ahead: Extism's own
-// cost with no worker in between, back to back (hot caches: the floor any design can reach) and
-// spaced like the worker's runs (what a thread that was idle pays anyway). Via the worker minus
-// "this thread, spaced" is the hop itself.
+// Runs go through the runtime as the engine makes them: on this thread, metered (inline-runner.ts).
+// They are spaced by one commit's time, as steps are in the engine, so the thread is idle when a
+// run arrives; "back to back" leaves it no idle time at all. "On a worker" is the same spaced run
+// through a runtime with runInline: false (the way every run went before). The "this thread"
+// columns call the module directly, with no runtime around it: back to back (hot caches: the
+// floor any design can reach) and spaced (what a thread that was idle pays anyway).
 import { performance } from 'node:perf_hooks';
 import type { LogicVersion, StepDef } from '../contracts/index.ts';
 import { funcExecutor } from '../engine/executors/func.ts';
@@ -74,15 +74,16 @@ async function samples(n: number, gapMs: number, once: () => Promise<unknown>): 
  * no module at all (an executor that answers at once). The first two less the third are what
  * the module run adds to a step in the engine.
  */
-async function inEngine(db: Db, runtime: ReturnType<typeof createFuncRuntime>, hash: string, bytes: Uint8Array) {
+async function inEngine(db: Db, runtime: ReturnType<typeof createFuncRuntime>, onWorkers: ReturnType<typeof createFuncRuntime>, hash: string, bytes: Uint8Array) {
   const steps: Record<string, StepDef> = {};
   for (let i = 0; i < 10; i++) steps[`s${i}`] = { kind: 'func', module: 'echo', input: 'input', ...(i < 9 ? { next: `s${i + 1}` } : {}) };
   const logic: LogicVersion = makeLogic({ logicId: 'bench.func', domain: 'bench', start: 's0', modules: { echo: { sha256: hash, imports: {} } }, steps });
   const early = funcExecutor(runtime, async () => {
     throw new Error('the passthrough module makes no host call');
   });
-  const variants: Record<'ahead' | 'after' | 'none', Executor<'func'> | null> = {
+  const variants: Record<'ahead' | 'worker' | 'after' | 'none', Executor<'func'> | null> = {
     ahead: null, // the engine's executor, made from funcRuntime
+    worker: funcExecutor(onWorkers, async () => { throw new Error('no host call'); }), // the same, runs on a worker
     after: (def, a) => early(def, a), // no `ahead`: the run starts when the attempt does
     none: async (_def, a) => ({ status: 'succeeded', output: a.input }),
   };
@@ -109,7 +110,7 @@ async function inEngine(db: Db, runtime: ReturnType<typeof createFuncRuntime>, h
   for (let round = 0; round < (QUICK ? 3 : 5); round++) for (const e of engines) await runs(e, QUICK ? 5 : 10);
   for (const e of engines) await e.engine.close();
   const p50 = (name: string) => percentile(engines.find((e) => e.name === name)!.watch.intervals(), 50);
-  return { ahead: p50('ahead'), after: p50('after'), none: p50('none') };
+  return { ahead: p50('ahead'), worker: p50('worker'), after: p50('after'), none: p50('none') };
 }
 
 const url = process.env['DATABASE_URL'];
@@ -117,6 +118,7 @@ const db: Db = await openDb(url, { schema: `bench_func_${Date.now()}` });
 await migrate(db);
 const built = await buildTestModules(['passthrough', 'one-call']);
 const runtime = createFuncRuntime({ loadModule: built.load, maxMemoryPages: TEST_MEMORY_PAGES });
+const onWorkers = createFuncRuntime({ loadModule: built.load, maxMemoryPages: TEST_MEMORY_PAGES, runInline: false });
 try {
   const commits = await stepCommitLatencies(db, { workflows: QUICK ? 10 : 30, steps: 10, output: payload(1024) });
   const commitP50 = percentile(commits, 50);
@@ -134,8 +136,8 @@ try {
       timeoutMs: 10_000,
     };
   };
-  const viaRuntime = (req: FuncRunRequest) => async () => {
-    const r = await runtime.run(req);
+  const viaRuntime = (req: FuncRunRequest, rt = runtime) => async () => {
+    const r = await rt.run(req);
     if (r.status !== 'done') throw new Error(`bench run ended ${r.status}: ${JSON.stringify(r)}`);
   };
   /** The same run on this thread, on an instance made ahead or put back after the last run, as the worker does. */
@@ -170,49 +172,55 @@ try {
     return lat.sort((a, b) => a - b);
   };
 
-  const rows: { label: string; spaced: number[]; b2b: number[]; local: number[]; localSpaced: number[]; goal: boolean }[] = [];
+  const rows: { label: string; spaced: number[]; b2b: number[]; worker: number[]; local: number[]; localSpaced: number[]; goal: boolean }[] = [];
   for (const c of CASES) {
     const req = request(c);
     const spaced = await samples(RUNS, gapMs, viaRuntime(req));
     const b2b = await samples(RUNS, 0, viaRuntime(req));
+    const worker = await samples(RUNS, gapMs, viaRuntime(req, onWorkers));
     const local = await onThisThread(c, 0);
-    rows.push({ label: c.label, spaced, b2b, local, localSpaced: await onThisThread(c, gapMs), goal: c.goal });
+    rows.push({ label: c.label, spaced, b2b, worker, local, localSpaced: await onThisThread(c, gapMs), goal: c.goal });
   }
 
   const ms = (x: number) => fmt(x, 3).padStart(8);
   out(`\nSentin8:Func module run vs one step commit (${db.driver}, Node ${process.version}, ${RUNS} runs a row${QUICK ? ', quick' : ''})`);
   out(`one step commit alone (commit_transition, 1 KB output, 1 client): p50 ${ms(commitP50)} ms  p99 ${ms(percentile(commits, 99))} ms`);
   out(`runs spaced by ${gapMs} ms (≈ one commit), as in the engine; goal: 1 KB rows p50 ≤ ${GOAL * 100}% of a commit\n`);
-  out(`${'case'.padEnd(26)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'% commit'.padStart(10)}${'goal'.padStart(8)}   ${'back-to-back p50'.padStart(16)}   ${'this thread p50'.padStart(15)}   ${'spaced'.padStart(8)}`);
+  out(`${'case'.padEnd(26)}${'p50 ms'.padStart(9)}${'p99 ms'.padStart(9)}${'% commit'.padStart(10)}${'goal'.padStart(8)}   ${'back-to-back p50'.padStart(16)}   ${'on a worker p50'.padStart(15)}   ${'this thread p50'.padStart(15)}   ${'spaced'.padStart(8)}`);
   for (const r of rows) {
     const p50 = percentile(r.spaced, 50);
     const ratio = p50 / commitP50;
     const verdict = r.goal ? (ratio <= GOAL ? 'met' : 'missed') : '–';
     out(
-      `${r.label.padEnd(26)}${ms(p50)} ${ms(percentile(r.spaced, 99))}${`${fmt(100 * ratio, 1)}%`.padStart(10)}${verdict.padStart(8)}   ${ms(percentile(r.b2b, 50))} ms   ${ms(percentile(r.local, 50))} ms   ${ms(percentile(r.localSpaced, 50))} ms`,
+      `${r.label.padEnd(26)}${ms(p50)} ${ms(percentile(r.spaced, 99))}${`${fmt(100 * ratio, 1)}%`.padStart(10)}${verdict.padStart(8)}   ${ms(percentile(r.b2b, 50))} ms   ${ms(percentile(r.worker, 50))} ms   ${ms(percentile(r.local, 50))} ms   ${ms(percentile(r.localSpaced, 50))} ms`,
     );
   }
   // What bounds the 64 KB rows: Extism 1.0.3 moves input and output 8 bytes per JS host call
   // (input_load_u64 / store_u64), on whichever thread runs the module.
   const local = (i: number) => percentile(rows[i]!.local, 50);
   const perKb = (local(2) - local(0)) / 63;
-  out(`\n64 KB: ${fmt(1000 * perKb, 1)} µs per extra KB in+out on this thread (64 KB: ${fmt(local(2), 2)} ms here, ${fmt(percentile(rows[2]!.spaced, 50), 2)} ms via a worker),`);
-  out(`  i.e. 2 × 8,192 host calls of 8 bytes each (Extism 1.0.3's ABI).`);
-  // At 1 KB: what the worker adds over the same spaced run on this thread (the hop: waking the
-  // sleeping worker and the parent again), and what an idle thread costs over a hot one.
+  out(`\n64 KB: ${fmt(1000 * perKb, 1)} µs per extra KB in+out on this thread (64 KB: ${fmt(local(2), 2)} ms here, ${fmt(percentile(rows[2]!.spaced, 50), 2)} ms via the runtime,`);
+  out(`  which sends inputs over 16 KiB to a worker), i.e. 2 × 8,192 host calls of 8 bytes each (Extism 1.0.3's ABI).`);
+  // At 1 KB: what a worker adds over the same spaced run on this thread (the hop: waking the
+  // sleeping worker and the parent again), what the runtime adds around a run on this thread,
+  // and what an idle thread costs over a hot one.
   const spacedHere = (i: number) => percentile(rows[i]!.localSpaced, 50);
-  const hop = (i: number) => fmt(percentile(rows[i]!.spaced, 50) - spacedHere(i), 3);
-  out(`1 KB: the worker hop adds ${hop(0)} ms (0 calls) / ${hop(1)} ms (1 call) over the same spaced run on this thread;`);
+  const over = (i: number, k: 'worker' | 'spaced') => fmt(percentile(rows[i]![k], 50) - spacedHere(i), 3);
+  out(`1 KB: a worker adds ${over(0, 'worker')} ms (0 calls) / ${over(1, 'worker')} ms (1 call) over the same spaced run on this thread;`);
+  out(`  the runtime around a run on this thread adds ${over(0, 'spaced')} / ${over(1, 'spaced')} ms;`);
   out(`  an idle thread costs ${fmt(spacedHere(0) - local(0), 3)} / ${fmt(spacedHere(1) - local(1), 3)} ms over a hot one.`);
 
-  const chain = await inEngine(db, runtime, built.hash['passthrough']!, await built.load(built.hash['passthrough']!));
+  const chain = await inEngine(db, runtime, onWorkers, built.hash['passthrough']!, await built.load(built.hash['passthrough']!));
   const adds = (x: number) => `${ms(x - chain.none)} ms = ${fmt((100 * (x - chain.none)) / commitP50, 1)}% of a commit`;
   out(`\nIn the engine, one workflow alone, a chain of 1 KB passthrough steps: p50 between committed steps`);
-  out(`  no module (answered at once)             ${ms(chain.none)} ms`);
-  out(`  module run started when the attempt runs ${ms(chain.after)} ms  adds ${adds(chain.after)}`);
-  out(`  module run started during the commit     ${ms(chain.ahead)} ms  adds ${adds(chain.ahead)}   goal ≤ ${GOAL * 100}%: ${(chain.ahead - chain.none) / commitP50 <= GOAL ? 'met' : 'missed'}`);
+  const line = (label: string, x: number, tail = '') => out(`  ${label.padEnd(50)}${ms(x)} ms${x === chain.none ? '' : `  adds ${adds(x)}`}${tail}`);
+  line('no module (answered at once)', chain.none);
+  line('module run started when the attempt runs', chain.after);
+  line('module run started during the commit, on a worker', chain.worker);
+  line('module run started during the commit', chain.ahead, `   goal ≤ ${GOAL * 100}%: ${(chain.ahead - chain.none) / commitP50 <= GOAL ? 'met' : 'missed'}`);
 } finally {
   await runtime.close();
+  await onWorkers.close();
   await built.cleanup();
   await dropSchema(db);
   await db.close();

@@ -64,6 +64,12 @@ export interface FuncRuntimeOptions {
   loadModule: (hash: string) => Promise<Uint8Array>;
   /** The largest memory maximum a module may declare, in 64 KiB pages. (Default: 256 = 16 MiB) */
   maxMemoryPages?: number;
+  /**
+   * Run a module on the calling thread first, metered so that it holds the thread ~1 ms at most
+   * (runtime/inline-runner.ts); a run that does not end done or suspended there, or whose input
+   * is over 16 KiB, goes to a worker. (Default: true)
+   */
+  runInline?: boolean;
   /** Worker threads that run modules; one run at a time each. (Default: 2) */
   poolSize?: number;
   /**

@@ -1,4 +1,5 @@
 import { bodyHas } from './wasm-instructions.ts';
+import { appendEntries, exportEntry, withSections } from './wasm-writer.ts';
 import type { WasmSections } from './wasm-sections.ts';
 
 /** Export names under which a rewritten module shows its own memories and mutable globals. */
@@ -15,7 +16,6 @@ const MISC = 0xfc;
 const CHANGES_TABLES_OR_SEGMENTS = new Set([9 /* data.drop */, 12 /* table.init */, 13 /* elem.drop */, 14 /* table.copy */, 15 /* table.grow */, 17 /* table.fill */]);
 /** Extism host state that survives a call on the same plugin. */
 const EXTISM_VARS = 'var_set';
-const encoder = new TextEncoder();
 
 /**
  * The module's bytes with every memory and mutable global it defines also exported, so that a
@@ -36,55 +36,15 @@ export function exposeState(bytes: Uint8Array, sections: WasmSections): { bytes:
   } catch {
     return null;
   }
-  const exportSection = sections.sections.find((s) => s.id === EXPORT_SECTION);
-  if (exportSection === undefined) return null;
+  if (!sections.sections.some((s) => s.id === EXPORT_SECTION)) return null;
   const memories = sections.memories.map((_, i) => ({ name: `sentin8:state:memory:${i}`, kind: KIND.memory, index: i }));
   const globals = sections.globals.flatMap((g, i) => (g.mutable ? [{ name: `sentin8:state:global:${i}`, kind: KIND.global, index: i }] : []));
   const taken = new Set(sections.exports.map((e) => e.name));
   if ([...memories, ...globals].some((e) => taken.has(e.name))) return null;
-  const added = [...memories, ...globals].map((e) => entry(e.name, e.kind, e.index));
-  const names: StateExports = { memories: memories.map((e) => e.name), globals: globals.map((e) => e.name) };
-
-  // The old section's entries follow its count unchanged; only the count and the size grow.
-  const countEnd = exportSection.payload + lebLength(bytes, exportSection.payload);
-  const payload = concat([uleb(sections.exports.length + added.length), bytes.subarray(countEnd, exportSection.end), ...added]);
-  const rewritten = concat([
-    bytes.subarray(0, exportSection.start),
-    Uint8Array.of(EXPORT_SECTION),
-    uleb(payload.length),
-    payload,
-    bytes.subarray(exportSection.end),
-  ]);
-  return { bytes: rewritten, names };
-}
-
-function entry(name: string, kind: number, index: number): Uint8Array {
-  const text = encoder.encode(name);
-  return concat([uleb(text.length), text, Uint8Array.of(kind), uleb(index)]);
-}
-
-function uleb(n: number): Uint8Array {
-  const out: number[] = [];
-  do {
-    const low = n & 0x7f;
-    n >>>= 7;
-    out.push(n > 0 ? low | 0x80 : low);
-  } while (n > 0);
-  return Uint8Array.from(out);
-}
-
-function lebLength(bytes: Uint8Array, at: number): number {
-  let n = 1;
-  while (bytes[at + n - 1]! & 0x80) n++;
-  return n;
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((sum, p) => sum + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  const added = [...memories, ...globals].map((e) => exportEntry(e.name, e.kind, e.index));
+  const exports = appendEntries(bytes, sections, EXPORT_SECTION, sections.exports.length, added);
+  return {
+    bytes: withSections(bytes, sections, new Map([[EXPORT_SECTION, exports]])),
+    names: { memories: memories.map((e) => e.name), globals: globals.map((e) => e.name) },
+  };
 }

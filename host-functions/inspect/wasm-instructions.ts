@@ -1,11 +1,19 @@
 import { WasmReader } from './wasm-reader.ts';
 
+/** One instruction of a function body: its byte range, opcode, and sub-opcode when prefixed. */
+export interface Instruction {
+  start: number;
+  end: number;
+  op: number;
+  /** The sub-opcode of a prefixed (0xFC, 0xFD, 0xFE) instruction, null otherwise. */
+  sub: number | null;
+}
+
 /**
- * Whether a function body (its byte range in the code section) holds an instruction `match`
- * accepts; `sub` is the sub-opcode of a prefixed (0xFC, 0xFD, 0xFE) instruction, null otherwise.
+ * The instructions of a function body (its byte range in the code section), after its locals.
  * Throws on an opcode this decoder does not know: callers decide what "undecodable" means.
  */
-export function bodyHas(bytes: Uint8Array, body: { start: number; end: number }, match: (op: number, sub: number | null) => boolean): boolean {
+export function* instructionsOf(bytes: Uint8Array, body: { start: number; end: number }): Generator<Instruction> {
   const r = new WasmReader(bytes, body.start, body.end);
   const localGroups = r.uleb();
   for (let i = 0; i < localGroups; i++) {
@@ -13,11 +21,17 @@ export function bodyHas(bytes: Uint8Array, body: { start: number; end: number },
     r.skipLeb();
   }
   while (!r.done) {
+    const start = r.pos;
     const op = r.byte();
     const sub = op >= 0xfc && op <= 0xfe ? r.uleb() : null;
-    if (match(op, sub)) return true;
     skipImmediates(r, op, sub);
+    yield { start, end: r.pos, op, sub };
   }
+}
+
+/** Whether a function body holds an instruction `match` accepts (throws as `instructionsOf`). */
+export function bodyHas(bytes: Uint8Array, body: { start: number; end: number }, match: (op: number, sub: number | null) => boolean): boolean {
+  for (const { op, sub } of instructionsOf(bytes, body)) if (match(op, sub)) return true;
   return false;
 }
 

@@ -34,6 +34,8 @@ export interface WasmSections {
   /** Memories the module defines itself (imported memories are in `imports`). */
   memories: WasmLimits[];
   exports: WasmExport[];
+  /** Type index of each function the module defines, in index order after the imported ones. */
+  functions: number[];
   /** Globals the module defines itself, in index order after the imported ones. */
   globals: { mutable: boolean }[];
   /** Byte ranges of every section (id, whole section, payload), in file order. */
@@ -42,16 +44,16 @@ export interface WasmSections {
   code: { start: number; end: number }[];
 }
 
-const SECTION = { type: 1, import: 2, memory: 5, global: 6, export: 7, code: 10 } as const;
+const SECTION = { type: 1, import: 2, function: 3, memory: 5, global: 6, export: 7, code: 10 } as const;
 const EXTERN_KINDS = ['function', 'table', 'memory', 'global', 'tag'] as const;
 const MAGIC = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
 
-/** Reads the type, import, memory, global, export and code sections; skips the rest. */
+/** Reads the type, import, function, memory, global, export and code sections; skips the rest. */
 export function readSections(bytes: Uint8Array): WasmSections {
   if (bytes.length < 8 || MAGIC.some((b, i) => bytes[i] !== b)) {
     throw invalid('missing the \\0asm version 1 header');
   }
-  const out: WasmSections = { types: [], imports: [], memories: [], exports: [], globals: [], sections: [], code: [] };
+  const out: WasmSections = { types: [], imports: [], memories: [], exports: [], functions: [], globals: [], sections: [], code: [] };
   const r = new WasmReader(bytes, 8);
   while (!r.done) {
     const header = r.pos;
@@ -63,6 +65,7 @@ export function readSections(bytes: Uint8Array): WasmSections {
     const s = new WasmReader(bytes, start, start + size);
     if (id === SECTION.type) out.types = vec(s, () => readFuncType(s));
     else if (id === SECTION.import) out.imports = vec(s, () => readImport(s, out.types));
+    else if (id === SECTION.function) out.functions = vec(s, () => s.uleb());
     else if (id === SECTION.memory) out.memories = vec(s, () => readLimits(s));
     else if (id === SECTION.global) out.globals = vec(s, () => readGlobal(s));
     else if (id === SECTION.export) out.exports = vec(s, () => readExport(s));

@@ -3,7 +3,8 @@ import { checkDeclaredImports, DEFAULT_MAX_MEMORY_PAGES } from '../inspect/inspe
 import type { FuncRunRequest, FuncRunResult, FuncRuntime, FuncRuntimeOptions } from '../types.ts';
 import { type LoadedModule, ModuleCache } from './module-cache.ts';
 import type { RunTask, WorkerOutcome } from './protocol.ts';
-import { WorkerPool } from './worker-pool.ts';
+import { INLINE_FUEL, INLINE_MAX_INPUT, InlineRunner } from './inline-runner.ts';
+import { type LogSink, WorkerPool } from './worker-pool.ts';
 
 const PAGE_BYTES = 65536;
 const HASH = /^[0-9a-f]{64}$/;
@@ -23,8 +24,10 @@ export function createFuncRuntime(opts: FuncRuntimeOptions): FuncRuntime {
   const maxHostAllocBytes = opts.maxHostAllocBytes ?? 4 * maxMemoryPages * PAGE_BYTES;
   const poolSize = opts.poolSize ?? 2;
   if (!Number.isInteger(poolSize) || poolSize < 1) throw new RangeError(`poolSize must be a positive integer, got ${poolSize}`);
-  const cache = new ModuleCache(opts.loadModule, maxMemoryPages, opts.cacheSize ?? 128);
+  const runInline = opts.runInline ?? true;
+  const cache = new ModuleCache(opts.loadModule, maxMemoryPages, opts.cacheSize ?? 128, runInline ? INLINE_FUEL : null);
   const pool = new WorkerPool({ size: poolSize, heapMb: opts.workerHeapMb ?? 256 });
+  const inline = new InlineRunner(8);
   let closed = false;
 
   async function run(req: FuncRunRequest): Promise<FuncRunResult> {
@@ -58,16 +61,19 @@ export function createFuncRuntime(opts: FuncRuntimeOptions): FuncRuntime {
       maxHostAllocBytes,
     };
     const onLog = opts.onLog;
-    const outcome = await pool.run(task, req.timeoutMs, (level, message) =>
-      onLog?.({ moduleHash: req.moduleHash, level, message }),
-    );
-    return toResult(outcome, loaded);
+    const log: LogSink = (level, message) => onLog?.({ moduleHash: req.moduleHash, level, message });
+    if (loaded.inline !== null && checked.length <= INLINE_MAX_INPUT) {
+      const outcome = await inline.run({ ...task, ...loaded.inline, id: 0 }, log);
+      if (outcome !== null) return toResult(outcome, loaded);
+    }
+    return toResult(await pool.run(task, req.timeoutMs, log), loaded);
   }
 
   return {
     run: (req) => run(req).catch((err: unknown) => failed(FuncErrorCode.WORKER_CRASHED, `unexpected runtime error: ${String(err)}`)),
     async close() {
       closed = true;
+      inline.clear();
       await pool.close();
     },
   };

@@ -1,8 +1,10 @@
 import { FuncErrorCode, FuncModuleError } from '../errors.ts';
 import { exposeState, type StateExports } from '../inspect/expose-state.ts';
+import { meter } from '../inspect/meter.ts';
 import { inspectStructure, type ModuleInspection, verifyHash } from '../inspect/inspect-module.ts';
 import { memoryGrowFunctions } from '../inspect/memory-grow-sites.ts';
 import { wasm } from '../inspect/wasm-api.ts';
+import { readSections, type WasmSections } from '../inspect/wasm-sections.ts';
 
 /** A module that passed every check that does not depend on the step, compiled once. */
 export interface LoadedModule {
@@ -11,6 +13,8 @@ export interface LoadedModule {
   inspection: ModuleInspection;
   /** Where the compiled module exports its state for an instance to be reset and reused; null: use each instance once. */
   state: StateExports | null;
+  /** A metered copy that may run on the engine's own thread (inline-runner.ts); null: workers only. */
+  inline: { module: WebAssembly.Module; state: StateExports } | null;
   /** Functions containing `memory.grow`; computed on the first trap only. */
   growSites(): ReadonlySet<number>;
 }
@@ -25,11 +29,14 @@ export class ModuleCache {
   readonly #load: (hash: string) => Promise<Uint8Array>;
   readonly #maxMemoryPages: number;
   readonly #capacity: number;
+  readonly #inlineFuel: number | null;
 
-  constructor(load: (hash: string) => Promise<Uint8Array>, maxMemoryPages: number, capacity: number) {
+  /** `inlineFuel`: the fuel to meter inline copies with, or null to make none. */
+  constructor(load: (hash: string) => Promise<Uint8Array>, maxMemoryPages: number, capacity: number, inlineFuel: number | null) {
     this.#load = load;
     this.#maxMemoryPages = maxMemoryPages;
     this.#capacity = capacity;
+    this.#inlineFuel = inlineFuel;
   }
 
   get(hash: string): Promise<LoadedModule> {
@@ -77,10 +84,19 @@ export class ModuleCache {
       module,
       inspection,
       state: exposed?.names ?? null,
+      inline: this.#inlineFuel === null ? null : await inlineCopy(bytes, inspection.sections, this.#inlineFuel),
       growSites: () => {
         sites ??= memoryGrowFunctions(bytes, inspection.sections);
         return sites;
       },
     };
   }
+}
+
+/** The module metered and with its state exported, compiled; null when either rewrite refuses it. */
+async function inlineCopy(bytes: Uint8Array, sections: WasmSections, fuel: number): Promise<LoadedModule['inline']> {
+  const metered = meter(bytes, sections, fuel, (b) => wasm.validate(b));
+  const exposed = metered === null ? null : exposeState(metered, readSections(metered));
+  if (exposed === null) return null;
+  return { module: await wasm.compile(exposed.bytes), state: exposed.names };
 }

@@ -1,13 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createFuncRuntime, type FuncRuntime } from '../../host-functions/index.ts';
+import { createFuncRuntime, type FuncLogEntry, type FuncRuntime } from '../../host-functions/index.ts';
 import { type BuiltTestModules, buildTestModules, runRequest, TEST_MEMORY_PAGES } from './helpers/test-modules.ts';
 
 let modules: BuiltTestModules;
 let runtime: FuncRuntime;
+const logs: FuncLogEntry[] = [];
 
 beforeAll(async () => {
   modules = await buildTestModules(['misbehave', 'echo', 'start-trap']);
-  runtime = createFuncRuntime({ loadModule: modules.load, maxMemoryPages: TEST_MEMORY_PAGES, poolSize: 2 });
+  runtime = createFuncRuntime({ loadModule: modules.load, maxMemoryPages: TEST_MEMORY_PAGES, poolSize: 2, onLog: (e) => logs.push(e) });
 });
 afterAll(async () => {
   await runtime?.close();
@@ -42,6 +43,12 @@ describe('a misbehaving module fails its run, and only its run', () => {
     // The terminated worker was replaced: both workers serve again.
     const after = await Promise.all([1, 2].map((i) => runtime.run(runRequest(modules.hash['echo']!, { input: i }))));
     expect(after.map((r) => r.status)).toEqual(['done', 'done']);
+  });
+
+  it('a run that logs and then loops logs once: its run on this thread ran out of fuel and counts for nothing', async () => {
+    const result = await misbehave('logThenLoop', 500);
+    expect(result).toMatchObject({ status: 'failed', error: { code: 'FUNC_TIMEOUT' } });
+    expect(logs.filter((e) => e.message === 'about to loop')).toHaveLength(1);
   });
 
   it('growing linear memory past the cap fails FUNC_MEMORY', async () => {

@@ -3,15 +3,11 @@ import { createFuncRuntime, type FuncLogEntry, type FuncRuntime, type HostCallRe
 import { type BuiltTestModules, buildTestModules, runRequest, TEST_MEMORY_PAGES } from './helpers/test-modules.ts';
 
 let modules: BuiltTestModules;
-let runtime: FuncRuntime;
-const logs: FuncLogEntry[] = [];
 
 beforeAll(async () => {
   modules = await buildTestModules(['echo', 'one-call', 'clock', 'chain', 'start-clock', 'counter', 'passthrough']);
-  runtime = createFuncRuntime({ loadModule: modules.load, maxMemoryPages: TEST_MEMORY_PAGES, onLog: (e) => logs.push(e) });
 });
 afterAll(async () => {
-  await runtime?.close();
   await modules?.cleanup();
 });
 
@@ -20,7 +16,15 @@ function chainResponse(n: number): unknown {
   return n < 2 ? { stop: false, n } : { stop: true, n };
 }
 
-describe('FuncRuntime.run', () => {
+// Every behaviour holds the same whether a run happens on this thread or on a worker.
+describe.each([{ runInline: true }, { runInline: false }])('FuncRuntime.run (runInline: $runInline)', ({ runInline }) => {
+  let runtime: FuncRuntime;
+  const logs: FuncLogEntry[] = [];
+  beforeAll(() => {
+    runtime = createFuncRuntime({ loadModule: modules.load, maxMemoryPages: TEST_MEMORY_PAGES, onLog: (e) => logs.push(e), runInline });
+  });
+  afterAll(() => runtime?.close());
+
   it('echoes JSON input, non-ASCII text included, and forwards module logs', async () => {
     const input = { name: 'Zoë Ångström', city: '東京', emoji: '💸', quote: 'say "hi"\n', amount: 12.5, tags: [] };
     const result = await runtime.run(runRequest(modules.hash['echo']!, { input }));

@@ -17,6 +17,8 @@ export interface RawModuleSpec {
   imports?: RawImport[];
   /** The module's own memory; `null` for none. (Default: { min: 1, max: 1 }) */
   memory?: { min: number; max?: number } | null;
+  /** A funcref table the module defines. (Default: none) */
+  table?: { min: number };
   /** Bodies (instruction bytes, without the final `end`) of exported functions `() -> i32`. */
   functions?: Record<string, number[]>;
 }
@@ -46,6 +48,7 @@ export function rawModule(spec: RawModuleSpec = {}): Uint8Array {
     ...section(1, vec(types)),
     ...(imports.length > 0 ? section(2, vec(importEntries)) : []),
     ...section(3, vec(functions.map(() => uleb(runType)))),
+    ...(spec.table !== undefined ? section(4, vec([[0x70, ...limits(spec.table)]])) : []),
     ...(memory !== null ? section(5, vec([limits(memory)])) : []),
     ...section(7, vec(exports)),
     ...section(10, vec(bodies)),

@@ -1,6 +1,6 @@
 // One export per way a module can go wrong at run time.
 import { Memory } from "@extism/as-pdk";
-import { readInput, writeOutput } from "../../../host-functions/guest/index";
+import { log, readInput, writeOutput } from "../../../host-functions/guest/index";
 
 let spin: i32 = 0;
 
@@ -9,6 +9,12 @@ export function loop(): i32 {
   spin = readInput().length;
   while (spin !== -1) spin = (spin * 31 + 7) & 0x7fffffff;
   return 0;
+}
+
+/** Logs, then never returns. */
+export function logThenLoop(): i32 {
+  log("about to loop");
+  return loop();
 }
 
 /** Asks for far more linear memory than its --maximumMemory allows. */
