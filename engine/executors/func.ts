@@ -27,14 +27,15 @@ export type HostTransport = (call: HostCall) => Promise<StepOutcome>;
  * module runs again. A crash therefore never repeats a recorded call, and a replay makes none.
  *
  * The module run itself has no effects, so `ahead` may start it while the commit that prepared
- * the attempt is in flight; the attempt then takes that run (and the record it ran against) for
+ * the attempt is in flight, once that commit has been sent (a run may hold this thread); the attempt then takes that run (and the record it ran against) for
  * its instance. The host call, an effect, is made only by the attempt, after that commit.
  */
 export function funcExecutor(runtime: FuncRuntime, transport: HostTransport, now: () => number = Date.now): Executor<'func'> {
   /** Module runs started ahead, by the instance (one transition's state) they were started for. */
   const early = new WeakMap<object, ModuleRun>();
 
-  const start = (def: EffectDef<'func'>, a: EarlyAttempt): ModuleRun | StepOutcome => {
+  /** `later`: start the run once this turn's I/O has gone out (the commit it overlaps first). */
+  const start = (def: EffectDef<'func'>, a: EarlyAttempt, later = false): ModuleRun | StepOutcome => {
     const mod = a.logic.modules?.[def.module];
     if (mod === undefined) {
       return { status: 'failed', retryable: false, error: { code: 'FLOW_UNKNOWN_MODULE', message: `module ${def.module} is not declared` } };
@@ -45,15 +46,17 @@ export function funcExecutor(runtime: FuncRuntime, transport: HostTransport, now
       clock: { nowMs: now(), seed: Math.floor(unitHash(`${a.instance.id}:${key}`) * 2 ** 31) },
       calls: [],
     };
-    const result = runtime.run({
-      moduleHash: mod.sha256,
-      exportName: def.export ?? 'run',
-      input: a.input,
-      declaredImports: Object.keys(mod.imports),
-      recorded: record.calls,
-      clock: record.clock,
-      timeoutMs: a.timeoutMs,
-    });
+    const run = () =>
+      runtime.run({
+        moduleHash: mod.sha256,
+        exportName: def.export ?? 'run',
+        input: a.input,
+        declaredImports: Object.keys(mod.imports),
+        recorded: record.calls,
+        clock: record.clock,
+        timeoutMs: a.timeoutMs,
+      });
+    const result = later ? new Promise<FuncRunResult>((resolve) => setImmediate(() => resolve(run()))) : run();
     return { mod, record, result };
   };
 
@@ -90,7 +93,8 @@ export function funcExecutor(runtime: FuncRuntime, transport: HostTransport, now
     };
   };
   execute.ahead = (def, a) => {
-    const run = start(def, a);
+    // a run may hold this thread (inline-runner.ts): let the commit it overlaps be sent first
+    const run = start(def, a, true);
     if ('status' in run) return;
     // a run nobody takes up (its commit was fenced) must not end in an unhandled rejection
     run.result.catch(() => {});

@@ -40,6 +40,9 @@ describe('func executor: a module run started ahead', () => {
   it('is taken by the attempt, which records the clock that run was given, and makes the host call only then', async () => {
     const { execute, requests, calls } = setUp();
     execute.ahead!(def, { logic, instance, running, input: running.input, timeoutMs: 1_000 });
+    // the run starts once this turn's I/O (the commit it overlaps) has gone out
+    expect(requests).toHaveLength(0);
+    await new Promise((resolve) => setImmediate(resolve));
     expect(requests).toHaveLength(1);
     expect(calls).toEqual([]);
     const result = await execute(def, { logic, instance, running, input: running.input, headers: {}, timeoutMs: 1_000 });
