@@ -8,14 +8,15 @@ import type { LogSink } from './worker-pool.ts';
  * on, plain wasm spends 8–20 units a nanosecond, so about a millisecond at most.
  */
 export const INLINE_FUEL = 10_000_000;
-/** Inputs above this many bytes of JSON go straight to a worker: they would run out of fuel anyway. */
+/** Inputs longer than this (characters of JSON) go straight to a worker: they would run out of fuel anyway. */
 export const INLINE_MAX_INPUT = 16 * 1024;
 
 /**
  * Runs metered modules (meter.ts) on the calling thread, which no timer can interrupt: fuel bounds
  * how long a run holds it. A worker's run costs two thread wake-ups, several times a small module's
  * own run; this costs none. One instance per module (the last `capacity` modules run) is kept, put
- * back as it was made after each run.
+ * back as it was made after each run. A module whose start function touches the host (a clock
+ * read, a log) or traps needs a new instance for every run, so it runs on workers, which make them.
  *
  * Only a run that ends done or suspended counts; any other (out of fuel, a trap, a stack overflow
  * on this thread's smaller stack, a host memory limit) returns null and goes to a worker, whose
@@ -25,6 +26,7 @@ export const INLINE_MAX_INPUT = 16 * 1024;
  */
 export class InlineRunner {
   readonly #ready = new Map<string, Instance>();
+  readonly #workersOnly = new Set<string>();
   readonly #capacity: number;
 
   constructor(capacity: number) {
@@ -32,10 +34,16 @@ export class InlineRunner {
   }
 
   async run(task: RunTask, onLog: LogSink): Promise<WorkerOutcome | null> {
+    if (this.#workersOnly.has(task.moduleHash)) return null;
     let ready = this.#ready.get(task.moduleHash) ?? null;
     this.#ready.delete(task.moduleHash);
     ready ??= await instantiate(task.module, task.declaredImports, task.state).catch(() => null);
-    if (ready === null) return null;
+    // no instance could be made ahead of a run (its start function read the clock, logged or
+    // trapped): every run needs one of its own, made where it runs; a worker makes it off this thread
+    if (ready === null || ready.bindings.tainted) {
+      this.#workersOnly.add(task.moduleHash);
+      return null;
+    }
     const fuel = (await ready.plugin.getInstance('0')).exports[FUEL_EXPORT] as unknown as { value: bigint };
     fuel.value = BigInt(INLINE_FUEL);
     const held: [Parameters<LogSink>[0], string][] = [];
