@@ -27,7 +27,7 @@ export function createFuncRuntime(opts: FuncRuntimeOptions): FuncRuntime {
   const runInline = opts.runInline ?? true;
   const cache = new ModuleCache(opts.loadModule, maxMemoryPages, opts.cacheSize ?? 128, runInline ? INLINE_FUEL : null);
   const pool = new WorkerPool({ size: poolSize, heapMb: opts.workerHeapMb ?? 256 });
-  const inline = new InlineRunner(8);
+  const inline = new InlineRunner(16);
   let closed = false;
 
   async function run(req: FuncRunRequest): Promise<FuncRunResult> {

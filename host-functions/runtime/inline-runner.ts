@@ -14,9 +14,11 @@ export const INLINE_MAX_INPUT = 16 * 1024;
 /**
  * Runs metered modules (meter.ts) on the calling thread, which no timer can interrupt: fuel bounds
  * how long a run holds it. A worker's run costs two thread wake-ups, several times a small module's
- * own run; this costs none. One instance per module (the last `capacity` modules run) is kept, put
- * back as it was made after each run. A module whose start function touches the host (a clock
- * read, a log) or traps needs a new instance for every run, so it runs on workers, which make them.
+ * own run; this costs none. Instances are put back as they were made after each run and kept,
+ * up to `capacity` in all: runs of one module that overlap (each waits on a microtask or two)
+ * each need one, and would otherwise make a new one on this thread every time. A module whose
+ * start function touches the host (a clock read, a log) or traps needs a new instance for every
+ * run, so it runs on workers, which make them.
  *
  * Only a run that ends done or suspended counts; any other (out of fuel, a trap, a stack overflow
  * on this thread's smaller stack, a host memory limit) returns null and goes to a worker, whose
@@ -25,7 +27,9 @@ export const INLINE_MAX_INPUT = 16 * 1024;
  * that a run made again on a worker does not log twice.
  */
 export class InlineRunner {
-  readonly #ready = new Map<string, Instance>();
+  /** Instances put back, by module, the module run most lately last. */
+  readonly #ready = new Map<string, Instance[]>();
+  #kept = 0;
   readonly #workersOnly = new Set<string>();
   readonly #capacity: number;
 
@@ -35,8 +39,8 @@ export class InlineRunner {
 
   async run(task: RunTask, onLog: LogSink): Promise<WorkerOutcome | null> {
     if (this.#workersOnly.has(task.moduleHash)) return null;
-    let ready = this.#ready.get(task.moduleHash) ?? null;
-    this.#ready.delete(task.moduleHash);
+    let ready = this.#ready.get(task.moduleHash)?.pop() ?? null;
+    if (ready !== null) this.#kept--;
     ready ??= await instantiate(task.module, task.declaredImports, task.state).catch(() => null);
     // no instance could be made ahead of a run (its start function read the clock, logged or
     // trapped): every run needs one of its own, made where it runs; a worker makes it off this thread
@@ -56,13 +60,20 @@ export class InlineRunner {
 
   clear(): void {
     this.#ready.clear();
+    this.#kept = 0;
   }
 
+  /** Keeps an instance for its module's next run; past `capacity`, drops from the module run least lately. */
   #keep(hash: string, instance: Instance): void {
-    this.#ready.set(hash, instance);
-    for (const oldest of this.#ready.keys()) {
-      if (this.#ready.size <= this.#capacity) break;
-      this.#ready.delete(oldest);
+    const list = this.#ready.get(hash) ?? [];
+    this.#ready.delete(hash);
+    this.#ready.set(hash, [...list, instance]);
+    this.#kept++;
+    for (const [oldest, instances] of this.#ready) {
+      if (this.#kept <= this.#capacity) break;
+      instances.shift();
+      this.#kept--;
+      if (instances.length === 0) this.#ready.delete(oldest);
     }
   }
 }
