@@ -44,12 +44,11 @@ export class InlineRunner {
     ready ??= await instantiate(task.module, task.declaredImports, task.state).catch(() => null);
     // no instance could be made ahead of a run (its start function read the clock, logged or
     // trapped): every run needs one of its own, made where it runs; a worker makes it off this thread
-    if (ready === null || ready.bindings.tainted) {
+    if (ready === null || ready.bindings.tainted || ready.snapshot === null) {
       this.#workersOnly.add(task.moduleHash);
       return null;
     }
-    const fuel = (await ready.plugin.getInstance('0')).exports[FUEL_EXPORT] as unknown as { value: bigint };
-    fuel.value = BigInt(INLINE_FUEL);
+    (ready.snapshot.exports[FUEL_EXPORT] as { value: bigint }).value = BigInt(INLINE_FUEL);
     const held: [Parameters<LogSink>[0], string][] = [];
     const { outcome, reusable } = await runModule(task, (level, message) => held.push([level, message]), ready);
     if (reusable !== null) this.#keep(task.moduleHash, reusable);

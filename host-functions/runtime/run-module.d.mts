@@ -7,7 +7,8 @@ import type { RunTask, WorkerOutcome } from './protocol.ts';
 export interface Instance {
   plugin: Plugin;
   bindings: { tainted: boolean };
-  snapshot: object | null;
+  /** Taken when the instance was made ahead of a run, for modules that export their state. */
+  snapshot: { exports: Record<string, unknown> } | null;
 }
 
 export function instantiate(module: WebAssembly.Module, importNames: readonly string[], exposed?: StateExports | null): Promise<Instance>;

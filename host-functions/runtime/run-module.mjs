@@ -37,7 +37,7 @@ class HostStop extends Error {
  * serves the next run as if new, and its first call's warm-up is paid once.
  * @typedef {{ task: RunTask | null, log: (level: string, message: string) => void, state: RunState, tainted: boolean }} Bindings
  * @typedef {{ calls: number, allocated: number, stop: WorkerOutcome | null, input: DataView, blocks: (DataView | null)[] }} RunState
- * @typedef {{ memories: { memory: WebAssembly.Memory, bytes: Uint8Array }[], globals: { global: WebAssembly.Global, value: unknown }[] }} Snapshot
+ * @typedef {{ exports: Record<string, unknown>, memories: { memory: WebAssembly.Memory, bytes: Uint8Array }[], globals: { global: WebAssembly.Global, value: unknown }[] }} Snapshot
  * @typedef {{ plugin: import('@extism/extism').Plugin, bindings: Bindings, snapshot: Snapshot | null }} Instance
  * @param {WebAssembly.Module} module
  * @param {readonly string[]} importNames
@@ -143,6 +143,7 @@ export async function instantiate(module, importNames, exposed = null, bindTo = 
 async function snapshotOf(plugin, exposed) {
   const { exports } = await plugin.getInstance('0');
   return {
+    exports,
     memories: exposed.memories.map((name) => {
       const memory = /** @type {WebAssembly.Memory} */ (exports[name]);
       return { memory, bytes: new Uint8Array(memory.buffer).slice() };
