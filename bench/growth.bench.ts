@@ -273,16 +273,27 @@ async function processScaling() {
   const CONCURRENCY = 16;
   const service = await minimalService();
   const ROUNDS = QUICK ? 1 : 3;
-  const runs = new Map<number, { rate: number; commitsPerStep: number }[]>([[1, []], [2, []], [4, []]]);
+  // each process at CONCURRENCY (the goal's case), and CONCURRENCY in all, split between them
+  // (the same work in flight: what adding processes costs apart from adding concurrency)
+  const key = (processes: number, split: boolean) => `${processes}${split ? ' split' : ''}`;
+  const runs = new Map<string, { rate: number; commitsPerStep: number }[]>();
   for (let round = 0; round < ROUNDS; round++) {
     // alternate the order, so a load that drifts during the run does not favour one count
     for (const processes of round % 2 === 0 ? [1, 2, 4] : [4, 2, 1]) {
-      runs.get(processes)!.push(await throughputWith(processes, service.url, WORKFLOWS, STEPS, CONCURRENCY));
+      for (const split of processes === 1 ? [false] : [false, true]) {
+        const r = await throughputWith(processes, service.url, WORKFLOWS, STEPS, split ? CONCURRENCY / processes : CONCURRENCY);
+        runs.set(key(processes, split), [...(runs.get(key(processes, split)) ?? []), r]);
+      }
     }
   }
-  const rows = [...runs].map(([processes, rs]) => ({ processes, stepsPerSec: median(rs.map((x) => x.rate)), commitsPerStep: median(rs.map((x) => x.commitsPerStep)) }));
+  const row = (processes: number, split: boolean) => {
+    const rs = runs.get(key(processes, split))!;
+    return { processes, stepsPerSec: median(rs.map((x) => x.rate)), commitsPerStep: median(rs.map((x) => x.commitsPerStep)) };
+  };
+  const rows = [1, 2, 4].map((p) => row(p, false));
+  const split = [1, 2, 4].map((p) => row(p, p !== 1));
   await service.close();
-  return { WORKFLOWS, STEPS, CONCURRENCY, ROUNDS, rows };
+  return { WORKFLOWS, STEPS, CONCURRENCY, ROUNDS, rows, split };
 }
 
 const only = process.env['BENCH_GROWTH_CASES']?.split(',') ?? ['long', 'rows', 'procs'];
@@ -331,4 +342,9 @@ if (only.includes('procs')) {
   for (const x of r.rows) out(`| ${x.processes} | ${fmt(x.stepsPerSec)} | ${fmt(x.stepsPerSec / one, 2)} | ${fmt(x.commitsPerStep, 2)} |`);
   const drops = r.rows.some((x, i) => i > 0 && x.stepsPerSec < r.rows[i - 1]!.stepsPerSec);
   out(`goal: throughput never drops as processes are added — ${verdict(!drops)} (${r.rows.map((x) => fmt(x.stepsPerSec)).join(' → ')} steps/s)`);
+  out('');
+  out(`the same work with ${r.CONCURRENCY} in flight in all, split between the processes (${r.split.map((x) => `${x.processes} × ${r.CONCURRENCY / x.processes}`).join(', ')}): no goal; it tells adding processes apart from adding concurrency`);
+  out('| processes | steps/s | ratio to 1 | commits/step |');
+  out('|---:|---:|---:|---:|');
+  for (const x of r.split) out(`| ${x.processes} | ${fmt(x.stepsPerSec)} | ${fmt(x.stepsPerSec / r.split[0]!.stepsPerSec, 2)} | ${fmt(x.commitsPerStep, 2)} |`);
 }
