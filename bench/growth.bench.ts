@@ -30,6 +30,7 @@ import { type Stored, storedCtx } from '../engine/store/rows.ts';
 import { makeLogic } from '../test/contracts/helpers.ts';
 import { cloneInstances } from '../test/support/bulk-instances.ts';
 import { killAll, WorkerProcess } from '../test/support/worker-process.ts';
+import { cpuOf, postgresCpu } from './process-cpu.ts';
 import { fmt, minimalService, percentile, pool, xactCommits } from './support.ts';
 
 const url = process.env['DATABASE_URL'];
@@ -229,7 +230,16 @@ async function bigTables() {
 }
 
 /** Steps/s of `workflows` proxy workflows, started once `processes` engine processes are ready and warm, until all are done. */
-async function throughputWith(processes: number, serviceUrl: string, workflows: number, steps: number, concurrency: number): Promise<{ rate: number; commitsPerStep: number }> {
+/** One run of process scaling: steps/s, commits a step, and CPU µs a step of the engine processes, Postgres and this process (the bench's starts and the service). */
+interface ScalingRun {
+  rate: number;
+  commitsPerStep: number;
+  enginesUs: number;
+  postgresUs: number;
+  benchUs: number;
+}
+
+async function throughputWith(processes: number, serviceUrl: string, workflows: number, steps: number, concurrency: number): Promise<ScalingRun> {
   const db = await freshDb(`procs${processes}`);
   const engine = new Engine({ db, env: ENV });
   const logic = chain('bench.procs', steps);
@@ -252,11 +262,21 @@ async function throughputWith(processes: number, serviceUrl: string, workflows: 
     // a fresh process runs cold (lazy imports, JIT) for its first few hundred steps: warm them all
     await batch(WARMUP_PER_PROCESS * processes);
     const commits0 = await xactCommits(url!);
+    const pids = workers.map((w) => w.pid);
+    const cpu0 = { engines: cpuOf(pids), postgres: postgresCpu(), bench: process.cpuUsage() };
     const t0 = performance.now();
     await batch(workflows);
     const rate = (workflows * steps) / ((performance.now() - t0) / 1000);
-    // every commit of the database over the run, the idle workers' polls included
-    return { rate, commitsPerStep: ((await xactCommits(url!)) - commits0) / (workflows * steps) };
+    const perStep = (seconds: number) => (seconds * 1e6) / (workflows * steps);
+    const bench = process.cpuUsage(cpu0.bench);
+    return {
+      rate,
+      // every commit of the database over the run, the idle workers' polls included
+      commitsPerStep: ((await xactCommits(url!)) - commits0) / (workflows * steps),
+      enginesUs: perStep(cpuOf(pids) - cpu0.engines),
+      postgresUs: perStep(postgresCpu() - cpu0.postgres),
+      benchUs: perStep((bench.user + bench.system) / 1e6),
+    };
   } finally {
     await Promise.all(workers.map((w) => w.stop()));
     await killAll(workers);
@@ -276,7 +296,7 @@ async function processScaling() {
   // each process at CONCURRENCY (the goal's case), and CONCURRENCY in all, split between them
   // (the same work in flight: what adding processes costs apart from adding concurrency)
   const key = (processes: number, split: boolean) => `${processes}${split ? ' split' : ''}`;
-  const runs = new Map<string, { rate: number; commitsPerStep: number }[]>();
+  const runs = new Map<string, ScalingRun[]>();
   for (let round = 0; round < ROUNDS; round++) {
     // alternate the order, so a load that drifts during the run does not favour one count
     for (const processes of round % 2 === 0 ? [1, 2, 4] : [4, 2, 1]) {
@@ -288,7 +308,8 @@ async function processScaling() {
   }
   const row = (processes: number, split: boolean) => {
     const rs = runs.get(key(processes, split))!;
-    return { processes, stepsPerSec: median(rs.map((x) => x.rate)), commitsPerStep: median(rs.map((x) => x.commitsPerStep)) };
+    const m = (k: keyof ScalingRun) => median(rs.map((x) => x[k]));
+    return { processes, stepsPerSec: m('rate'), commitsPerStep: m('commitsPerStep'), enginesUs: m('enginesUs'), postgresUs: m('postgresUs'), benchUs: m('benchUs') };
   };
   const rows = [1, 2, 4].map((p) => row(p, false));
   const split = [1, 2, 4].map((p) => row(p, p !== 1));
@@ -336,15 +357,16 @@ if (only.includes('procs')) {
   const r = await processScaling();
   out('');
   out(`3. ${r.WORKFLOWS} workflows × ${r.STEPS} proxy steps through N engine processes (concurrency ${r.CONCURRENCY} each, poll ${POLL_MS} ms), one Postgres, median of ${r.ROUNDS} rounds`);
-  out('| processes | steps/s | ratio to 1 | commits/step |');
-  out('|---:|---:|---:|---:|');
+  out('| processes | steps/s | ratio to 1 | commits/step | CPU µs/step: engines | Postgres | bench + service |');
+  out('|---:|---:|---:|---:|---:|---:|---:|');
+  const cpu = (x: (typeof r.rows)[number]) => `${fmt(x.enginesUs)} | ${fmt(x.postgresUs)} | ${fmt(x.benchUs)}`;
   const one = r.rows[0]!.stepsPerSec;
-  for (const x of r.rows) out(`| ${x.processes} | ${fmt(x.stepsPerSec)} | ${fmt(x.stepsPerSec / one, 2)} | ${fmt(x.commitsPerStep, 2)} |`);
+  for (const x of r.rows) out(`| ${x.processes} | ${fmt(x.stepsPerSec)} | ${fmt(x.stepsPerSec / one, 2)} | ${fmt(x.commitsPerStep, 2)} | ${cpu(x)} |`);
   const drops = r.rows.some((x, i) => i > 0 && x.stepsPerSec < r.rows[i - 1]!.stepsPerSec);
   out(`goal: throughput never drops as processes are added — ${verdict(!drops)} (${r.rows.map((x) => fmt(x.stepsPerSec)).join(' → ')} steps/s)`);
   out('');
   out(`the same work with ${r.CONCURRENCY} in flight in all, split between the processes (${r.split.map((x) => `${x.processes} × ${r.CONCURRENCY / x.processes}`).join(', ')}): no goal; it tells adding processes apart from adding concurrency`);
-  out('| processes | steps/s | ratio to 1 | commits/step |');
-  out('|---:|---:|---:|---:|');
-  for (const x of r.split) out(`| ${x.processes} | ${fmt(x.stepsPerSec)} | ${fmt(x.stepsPerSec / r.split[0]!.stepsPerSec, 2)} | ${fmt(x.commitsPerStep, 2)} |`);
+  out('| processes | steps/s | ratio to 1 | commits/step | CPU µs/step: engines | Postgres | bench + service |');
+  out('|---:|---:|---:|---:|---:|---:|---:|');
+  for (const x of r.split) out(`| ${x.processes} | ${fmt(x.stepsPerSec)} | ${fmt(x.stepsPerSec / r.split[0]!.stepsPerSec, 2)} | ${fmt(x.commitsPerStep, 2)} | ${cpu(x)} |`);
 }
