@@ -17,22 +17,14 @@ import { Engine } from '../engine/runtime/engine.ts';
 import { type Db, openDb } from '../engine/store/db.ts';
 import { dropSchema, migrate } from '../engine/store/migrate.ts';
 import { createFuncRuntime, type FuncRunRequest } from '../host-functions/index.ts';
-import { exposeState } from '../host-functions/inspect/expose-state.ts';
-import { wasm } from '../host-functions/inspect/wasm-api.ts';
-import { readSections } from '../host-functions/inspect/wasm-sections.ts';
-import type { RunTask, WorkerOutcome } from '../host-functions/runtime/protocol.ts';
+import { ModuleCache } from '../host-functions/runtime/module-cache.ts';
+import type { RunTask } from '../host-functions/runtime/protocol.ts';
+import { type Instance, instantiate, runModule } from '../host-functions/runtime/run-module.mjs';
 import { buildTestModules, TEST_MEMORY_PAGES } from '../test/host-functions/helpers/test-modules.ts';
 import { makeLogic } from '../test/contracts/helpers.ts';
 import { fmt, percentile } from './support.ts';
 import { Watch } from './watch.ts';
 import { stepCommitLatencies } from './step-commit.ts';
-
-/** The worker's own code (plain JavaScript, no declarations), used here on this thread. */
-type Instance = object;
-const { instantiate, runModule } = (await import('../host-functions/runtime/run-module.mjs' as string)) as {
-  instantiate(module: WebAssembly.Module, imports: readonly string[], exposed: RunTask['state']): Promise<Instance>;
-  runModule(task: RunTask, log: () => void, ready: Instance): Promise<{ outcome: WorkerOutcome; reusable: Instance | null }>;
-};
 
 const QUICK = process.argv.includes('--quick');
 const RUNS = QUICK ? 150 : 500;
@@ -143,14 +135,13 @@ try {
   /** The same run on this thread, on an instance made ahead or put back after the last run, as the worker does. */
   const onThisThread = async (c: Case, gapMs: number) => {
     const req = request(c);
-    const bytes = await built.load(req.moduleHash);
-    const exposed = exposeState(bytes, readSections(bytes));
-    const module = await wasm.compile(exposed?.bytes ?? bytes);
+    // the module as the runtime compiles it for a worker (its state exported)
+    const { module, state } = await new ModuleCache(built.load, TEST_MEMORY_PAGES, 1, null).get(req.moduleHash);
     const task: RunTask = {
       id: 0,
       moduleHash: req.moduleHash,
       module,
-      state: exposed?.names ?? null,
+      state,
       exportName: 'run',
       inputJson: JSON.stringify(req.input),
       declaredImports: req.declaredImports,
