@@ -44,7 +44,7 @@ const task = (bytes: Uint8Array): RunTask => ({
 describe('runModule', () => {
   // An Extism address is the block's index times 2^48 plus the offset in it. Past block 31 it no
   // longer fits a double exactly, and an odd offset is where a split in double arithmetic would go wrong.
-  it.each([3, 40])('writes 8 bytes at an odd offset of block %i+ as Extism would', async (blocks) => {
+  it.each([3, 40])('writes 8 bytes at an odd offset of the last of %i blocks allocated, as Extism would', async (blocks) => {
     const { outcome } = await runModule(task(writesIntoBlock(blocks)), () => {});
     expect(outcome).toEqual({ kind: 'done', output: 'abcdefg', calls: 0 });
   });
