@@ -12,15 +12,6 @@ export interface BuiltModule {
   readonly bytes: Uint8Array;
 }
 
-/** The AssemblyScript builder's entry point (compiler/modules/build-assemblyscript.ts), loaded on demand. */
-type BuildAssemblyScript = (opts: {
-  entry: string;
-  outDir: string;
-  maximumMemoryPages?: number;
-}) => Promise<{ sha256: string; path: string; bytes: unknown }>;
-
-const AS_BUILDER = new URL('./modules/build-assemblyscript.ts', import.meta.url);
-
 /**
  * Produces a module's binary: a prebuilt `.wasm` is read and hashed; an AssemblyScript entry goes
  * through `buildAssemblyScriptModule` (the hook into compiler/modules/, imported only when a
@@ -40,10 +31,11 @@ export async function buildModule(mod: DraftModule, definitionFile: string, labe
     }
     return { sha256: sha256Hex(bytes), bytes };
   }
-  if (!existsSync(AS_BUILDER)) {
-    fail(CompileErrorCode.moduleBuilderMissing, 'building AssemblyScript needs compiler/modules/build-assemblyscript.ts; use a prebuilt wasm');
-  }
-  const { buildAssemblyScriptModule } = (await import(AS_BUILDER.href)) as { buildAssemblyScriptModule: BuildAssemblyScript };
+  const { buildAssemblyScriptModule } = (await import('./modules/build-assemblyscript.ts').catch((err: { code?: unknown }) =>
+    err.code === 'ERR_MODULE_NOT_FOUND'
+      ? fail(CompileErrorCode.moduleBuilderMissing, `building AssemblyScript needs the assemblyscript and @extism/as-pdk packages (${String(err)}); use a prebuilt wasm`)
+      : Promise.reject(err),
+  ));
   const outDir = await mkdtemp(join(tmpdir(), 's8flow-asc-'));
   try {
     const built = await buildAssemblyScriptModule({

@@ -1,0 +1,57 @@
+import { mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+// @ts-expect-error: plain JavaScript without declarations (it runs before TypeScript can load)
+import { freshBundle } from '../../bin/cli-bundle.mjs';
+
+type Loaded = { main: () => Promise<{ value: number; data: string; lazy: string }> };
+let root: string;
+const build = (): Promise<string> => freshBundle({ root, entry: join(root, 'main.ts'), cacheDir: join(root, 'cache') });
+const load = async (bundle: string) => ((await import(pathToFileURL(bundle).href)) as Loaded).main();
+const source = (value: number) => `export const value: number = ${value};\nexport const data = new URL('./data.txt', import.meta.url).href;\n`;
+
+beforeEach(() => {
+  root = mkdtempSync(join(tmpdir(), 's8flow-bundle-'));
+  writeFileSync(join(root, 'main.ts'), `import { data, value } from './b.ts';\nexport async function main() {\n  const { lazy } = await import('./lazy.ts');\n  return { value, data, lazy };\n}\n`);
+  writeFileSync(join(root, 'b.ts'), source(1));
+  writeFileSync(join(root, 'lazy.ts'), `export const lazy: string = 'loaded on demand';\n`);
+});
+afterEach(() => rmSync(root, { recursive: true, force: true }));
+
+describe('the CLI bundle (bin/cli-bundle.mjs)', () => {
+  it("runs the sources' code, each with its own import.meta.url, and loads dynamic imports on demand", async () => {
+    const bundle = await build();
+    expect(bundle.startsWith(join(root, 'cache'))).toBe(true);
+    expect(await load(bundle)).toEqual({ value: 1, data: pathToFileURL(join(root, 'data.txt')).href, lazy: 'loaded on demand' });
+  });
+
+  it('is built once while its sources stay as they are', async () => {
+    const first = await build();
+    expect(await build()).toBe(first);
+  });
+
+  it('is built again once a source changes size, or only its mtime', async () => {
+    const first = await build();
+    writeFileSync(join(root, 'b.ts'), source(22));
+    const second = await build();
+    expect(second).not.toBe(first);
+    expect((await load(second)).value).toBe(22);
+
+    writeFileSync(join(root, 'b.ts'), source(33)); // same size as 22
+    const later = new Date(statSync(join(root, 'b.ts')).mtimeMs - 60_000);
+    utimesSync(join(root, 'b.ts'), later, later);
+    const third = await build();
+    expect(third).not.toBe(second);
+    expect((await load(third)).value).toBe(33);
+  });
+
+  it('is not reused when a source changed while it was being built', async () => {
+    const soon = new Date(Date.now() + 60_000); // as if edited during the build
+    utimesSync(join(root, 'b.ts'), soon, soon);
+    const first = await build();
+    expect((await load(first)).value).toBe(1);
+    expect(await build()).not.toBe(first);
+  });
+});
