@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { expect, it } from 'vitest';
 import { Changes } from '../../engine/runtime/changes.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
@@ -33,6 +34,21 @@ describeEachDriver('flow_changes is notified only while a page watches', (getDb)
     };
   }
 
+  /**
+   * `changes` listens on a connection of its own, which hears a notification in its own time: once
+   * it has heard a marker sent now, it has heard everything sent before (commit order again).
+   */
+  async function changesSettled(changes: Changes): Promise<void> {
+    const marker = `marker-${randomUUID()}`;
+    let heard = false;
+    const leave = await changes.subscribe(marker, () => {
+      heard = true;
+    });
+    await getDb().pool.query(`SELECT pg_notify('flow_changes', $1)`, [marker]);
+    while (!heard) await new Promise((r) => setImmediate(r));
+    await leave();
+  }
+
   const touch = (id: string) => asScheduler(getDb(), (c) => c.query('UPDATE workflows SET run_at = now() WHERE id = $1', [id]));
 
   it('a write nobody watches sends nothing; a watched one reaches its subscriber; after the last leaves, nothing again', async () => {
@@ -51,6 +67,7 @@ describeEachDriver('flow_changes is notified only while a page watches', (getDb)
     const leave = await changes.subscribe(id, () => told++);
     await touch(id);
     expect(await ear.settled()).toEqual([id]);
+    await changesSettled(changes);
     expect(told).toBe(1);
 
     await leave();
