@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import type { SourceFile } from 'ts-morph';
 import { type BuiltVersion, buildFile, type FileResult } from './build-file.ts';
 import { type Bundler, createBundler } from './bundle.ts';
+import { saveCodeCache } from './code-cache.ts';
 import { findTsConfig, loadConfig } from './config.ts';
 import { discoverDefinitionFiles, portablePath } from './discover.ts';
 import { type Manifest, renderArtifacts, writeArtifacts } from './emit.ts';
@@ -104,6 +105,8 @@ export async function createCompiler(options: CompileOptions): Promise<CompilerS
       }
       results.set(f, await buildFile(f, label(f), bundle.code, mappingSource));
     }
+    // now, while the bytecode this compile needed is all there (a no-op once written)
+    saveCodeCache();
     return finish();
   }
 
