@@ -1,7 +1,7 @@
 // Plain JavaScript: this runs before anything can load TypeScript.
 import { readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /**
  * The path of an ES module bundle of `entry` (a TypeScript file under `root`) that is built from
@@ -9,8 +9,8 @@ import { pathToFileURL } from 'node:url';
  * whose hooks every module and every CommonJS file (ts-morph's 13 MB among them) pass through: a
  * cold `s8flow compile` spent ~0.35 s in them (docs/performance.md, "The compiler").
  *
- * esbuild builds it on first use into `cacheDir`, and again once any source it was built from has
- * changed size or mtime, so a bundle never runs code older than its sources. Packages stay
+ * esbuild builds it on first use into `cacheDir`, and again once any source it was built from (or
+ * this file) has changed size or mtime, so a bundle never runs code older than its sources. Packages stay
  * external (Node loads them as usual), dynamic imports become chunks loaded on demand, and each
  * source keeps its own `import.meta.url`, so paths it resolves beside itself are unchanged. Throws
  * when the bundle cannot be built or written; the caller then runs the sources through tsx.
@@ -18,7 +18,10 @@ import { pathToFileURL } from 'node:url';
 export async function freshBundle({ root, entry, cacheDir }) {
   const pointerFile = join(cacheDir, 'current.json');
   const current = readPointer(pointerFile);
-  if (current !== null && current.node === process.version && unchanged(root, current.inputs)) {
+  // this file's rules made the bundle too
+  const self = statSync(fileURLToPath(import.meta.url));
+  const made = { node: process.version, bundler: [self.size, self.mtimeMs] };
+  if (current !== null && JSON.stringify([current.node, current.bundler]) === JSON.stringify([made.node, made.bundler]) && unchanged(root, current.inputs)) {
     return join(cacheDir, current.dir, 'main.js');
   }
   const esbuild = await import('esbuild');
@@ -46,7 +49,7 @@ export async function freshBundle({ root, entry, cacheDir }) {
   // this once, but do not point later runs at it.
   if (inputs.every(([, , mtimeMs]) => mtimeMs < startedMs)) {
     const tmp = `${pointerFile}.${process.pid}`;
-    writeFileSync(tmp, JSON.stringify({ node: process.version, dir, inputs }));
+    writeFileSync(tmp, JSON.stringify({ ...made, dir, inputs }));
     renameSync(tmp, pointerFile);
     pruneOld(cacheDir, dir);
   }

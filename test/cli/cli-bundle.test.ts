@@ -1,11 +1,12 @@
-import { mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 // @ts-expect-error: plain JavaScript without declarations (it runs before TypeScript can load)
 import { freshBundle } from '../../bin/cli-bundle.mjs';
 
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
 type Loaded = { main: () => Promise<{ value: number; data: string; lazy: string }> };
 let root: string;
 const build = (): Promise<string> => freshBundle({ root, entry: join(root, 'main.ts'), cacheDir: join(root, 'cache') });
@@ -53,5 +54,24 @@ describe('the CLI bundle (bin/cli-bundle.mjs)', () => {
     const first = await build();
     expect((await load(first)).value).toBe(1);
     expect(await build()).not.toBe(first);
+  });
+
+  it('is built again once the bundler itself changes', async () => {
+    // a copy under the repository (so it resolves esbuild), whose mtime the test may move
+    mkdirSync(join(REPO, '.tmp'), { recursive: true });
+    const copyDir = mkdtempSync(join(REPO, '.tmp', 'bundler-'));
+    try {
+      const copy = join(copyDir, 'cli-bundle.mjs');
+      copyFileSync(join(REPO, 'bin/cli-bundle.mjs'), copy);
+      const { freshBundle: viaCopy } = (await import(pathToFileURL(copy).href)) as { freshBundle: typeof freshBundle };
+      const opts = { root, entry: join(root, 'main.ts'), cacheDir: join(root, 'cache') };
+      const first: string = await viaCopy(opts);
+      expect(await viaCopy(opts)).toBe(first);
+      const later = new Date(statSync(copy).mtimeMs + 60_000);
+      utimesSync(copy, later, later);
+      expect(await viaCopy(opts)).not.toBe(first);
+    } finally {
+      rmSync(copyDir, { recursive: true, force: true });
+    }
   });
 });
