@@ -1,5 +1,5 @@
 // Plain JavaScript: this runs before anything can load TypeScript.
-import { readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -51,6 +51,14 @@ export async function freshBundle({ root, entry, cacheDir }) {
     const tmp = `${pointerFile}.${process.pid}`;
     writeFileSync(tmp, JSON.stringify({ ...made, dir, inputs }));
     renameSync(tmp, pointerFile);
+    // the bundle replaced is dated now: processes started from it may still load its chunks
+    if (current?.dir) {
+      try {
+        utimesSync(join(cacheDir, current.dir), new Date(), new Date());
+      } catch {
+        // removed already
+      }
+    }
     pruneOld(cacheDir, dir);
   }
   return join(cacheDir, dir, 'main.js');
@@ -86,8 +94,9 @@ function unchanged(root, inputs) {
 }
 
 /**
- * Removes bundles replaced more than a day ago. A process started from one may still load its
- * chunks on demand, so a bundle just replaced stays.
+ * Removes bundles replaced more than a day ago (a bundle's directory is dated when it is
+ * replaced). A process started from one may still load its chunks on demand, so a bundle just
+ * replaced stays.
  */
 function pruneOld(cacheDir, keep) {
   const dayAgo = Date.now() - 24 * 3600_000;

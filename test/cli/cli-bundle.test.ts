@@ -1,6 +1,6 @@
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 // @ts-expect-error: plain JavaScript without declarations (it runs before TypeScript can load)
@@ -73,5 +73,20 @@ describe('the CLI bundle (bin/cli-bundle.mjs)', () => {
     } finally {
       rmSync(copyDir, { recursive: true, force: true });
     }
+  });
+
+  it('keeps a replaced bundle for a day after it was replaced, however old it is, then removes it', async () => {
+    const twoDaysAgo = new Date(Date.now() - 2 * 24 * 3600_000);
+    const a = dirname(await build());
+    utimesSync(a, twoDaysAgo, twoDaysAgo); // built long ago, in use until now
+    writeFileSync(join(root, 'b.ts'), source(2));
+    const b = dirname(await build());
+    expect(existsSync(a)).toBe(true); // replaced just now: a process started from it may still load chunks
+
+    utimesSync(a, twoDaysAgo, twoDaysAgo); // as if replaced two days ago
+    writeFileSync(join(root, 'b.ts'), source(3));
+    await build();
+    expect(existsSync(a)).toBe(false);
+    expect(existsSync(b)).toBe(true);
   });
 });
