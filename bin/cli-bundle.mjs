@@ -46,8 +46,9 @@ export async function freshBundle({ root, entry, cacheDir }) {
     return [file, size, mtimeMs];
   });
   // A source edited while esbuild read it may be in the bundle in either version: use the bundle
-  // this once, but do not point later runs at it.
-  if (inputs.every(([, , mtimeMs]) => mtimeMs < startedMs)) {
+  // this once, but do not point later runs at it. File times come from the kernel's coarse clock
+  // and Date.now() is whole milliseconds, so "while" takes in the two seconds before the build.
+  if (inputs.every(([, , mtimeMs]) => mtimeMs < startedMs - RACY_MS)) {
     const tmp = `${pointerFile}.${process.pid}`;
     writeFileSync(tmp, JSON.stringify({ ...made, dir, inputs }));
     renameSync(tmp, pointerFile);
@@ -63,6 +64,8 @@ export async function freshBundle({ root, entry, cacheDir }) {
   }
   return join(cacheDir, dir, 'main.js');
 }
+
+const RACY_MS = 2000;
 
 /**
  * Where the bundles of the package at `root` live: under its own node_modules, so that the
