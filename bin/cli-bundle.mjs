@@ -3,17 +3,21 @@ import { readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, wr
 import { join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
+/** How long before a build a source's mtime counts as racing it (see freshBundle). */
+const RACY_MS = 2000;
+
 /**
  * The path of an ES module bundle of `entry` (a TypeScript file under `root`) that is built from
  * the sources as they are now. The CLI runs from such a bundle rather than through tsx's loader,
  * whose hooks every module and every CommonJS file (ts-morph's 13 MB among them) pass through: a
  * cold `s8flow compile` spent ~0.35 s in them (docs/performance.md, "The compiler").
  *
- * esbuild builds it on first use into `cacheDir`, and again once any source it was built from (or
- * this file) has changed size or mtime, so a bundle never runs code older than its sources. Packages stay
- * external (Node loads them as usual), dynamic imports become chunks loaded on demand, and each
- * source keeps its own `import.meta.url`, so paths it resolves beside itself are unchanged. Throws
- * when the bundle cannot be built or written; the caller then runs the sources through tsx.
+ * esbuild builds it on first use into `cacheDir`, and again once any source it was built from
+ * (or this file) has changed size or mtime, so a bundle never runs code older than its sources.
+ * Packages stay external (Node loads them as usual), dynamic imports become chunks loaded on
+ * demand, and each source keeps its own `import.meta.url`, so paths it resolves beside itself are
+ * unchanged. Throws when the bundle cannot be built or written; the caller then runs the sources
+ * through tsx.
  */
 export async function freshBundle({ root, entry, cacheDir }) {
   const pointerFile = join(cacheDir, 'current.json');
@@ -64,8 +68,6 @@ export async function freshBundle({ root, entry, cacheDir }) {
   }
   return join(cacheDir, dir, 'main.js');
 }
-
-const RACY_MS = 2000;
 
 /**
  * Where the bundles of the package at `root` live: under its own node_modules, so that the
