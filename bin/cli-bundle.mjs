@@ -1,6 +1,6 @@
 // Plain JavaScript: this runs before anything can load TypeScript.
 import { readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /** How long before a build a source's mtime counts as racing it (see freshBundle). */
@@ -22,10 +22,10 @@ const RACY_MS = 2000;
 export async function freshBundle({ root, entry, cacheDir }) {
   const pointerFile = join(cacheDir, 'current.json');
   const current = readPointer(pointerFile);
-  // this file's rules made the bundle too
+  // the Node version and this file's rules made the bundle too
   const self = statSync(fileURLToPath(import.meta.url));
-  const made = { node: process.version, bundler: [self.size, self.mtimeMs] };
-  if (current !== null && JSON.stringify([current.node, current.bundler]) === JSON.stringify([made.node, made.bundler]) && unchanged(root, current.inputs)) {
+  const stamp = `${process.version} ${self.size} ${self.mtimeMs}`;
+  if (current?.stamp === stamp && unchanged(root, current.inputs)) {
     return join(cacheDir, current.dir, 'main.js');
   }
   const esbuild = await import('esbuild');
@@ -54,7 +54,7 @@ export async function freshBundle({ root, entry, cacheDir }) {
   // and Date.now() is whole milliseconds, so "while" takes in the two seconds before the build.
   if (inputs.every(([, , mtimeMs]) => mtimeMs < startedMs - RACY_MS)) {
     const tmp = `${pointerFile}.${process.pid}`;
-    writeFileSync(tmp, JSON.stringify({ ...made, dir, inputs }));
+    writeFileSync(tmp, JSON.stringify({ stamp, dir, inputs }));
     renameSync(tmp, pointerFile);
     // the bundle replaced is dated now: processes started from it may still load its chunks
     if (current?.dir) {
@@ -116,11 +116,11 @@ function pruneOld(cacheDir, keep) {
 const ownImportMetaUrl = {
   name: 'own-import-meta-url',
   setup(build) {
+    // packages are external, so only the package's own sources come through here
     build.onLoad({ filter: /\.[cm]?[jt]sx?$/ }, (args) => {
-      if (relative(build.initialOptions.absWorkingDir, args.path).split(/[\\/]/).includes('node_modules')) return undefined;
       const text = readFileSync(args.path, 'utf8');
       if (!text.includes('import.meta.url')) return undefined;
-      const loader = /\.[cm]?tsx?$/.test(args.path) ? (args.path.endsWith('x') ? 'tsx' : 'ts') : args.path.endsWith('x') ? 'jsx' : 'js';
+      const loader = /\.[cm]?([jt]sx?)$/.exec(args.path)[1];
       return { contents: text.replaceAll('import.meta.url', JSON.stringify(pathToFileURL(args.path).href)), loader };
     });
   },
