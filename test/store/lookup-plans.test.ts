@@ -1,0 +1,102 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { begin } from '../../engine/core/flow.ts';
+import { newInstance } from '../../engine/runtime/start-instance.ts';
+import { claimWorkflows } from '../../engine/store/claim-workflows.ts';
+import { insertWorkflow } from '../../engine/store/insert-workflow.ts';
+import { publishLogicVersion } from '../../engine/store/logic-versions.ts';
+import { advanceClock, fireDueTimers } from '../../engine/store/timers.ts';
+import type { Db } from '../../engine/store/db.ts';
+import { asScheduler, type Client, inEnv } from '../../engine/store/tx.ts';
+import type { LogicVersion } from '../../contracts/index.ts';
+import { makeLogic } from '../contracts/helpers.ts';
+import { closeTestDb, openTestDb } from '../support/db.ts';
+
+const ENV = 'env-plans';
+const proxy = makeLogic({ logicId: 'store.plans.proxy', start: 's0', steps: { s0: { kind: 'proxy', path: '/a' } } });
+const delay = (logicId: string, duration: string) =>
+  makeLogic({ logicId, start: 'wait', steps: { wait: { kind: 'delay', duration, next: 'after' }, after: { kind: 'proxy', path: '/a' } } });
+const shortDelay = delay('store.plans.short', 'PT10M');
+const longDelay = delay('store.plans.long', 'P1D');
+
+/**
+ * Sequential scans of workflow_outputs and scans of its primary key that `work` made on client
+ * `c`. The session's counters hold what it has not yet reported: a delta.
+ */
+async function outputScans(c: Client, work: () => Promise<void>): Promise<{ seq: number; byKey: number }> {
+  const read = async () =>
+    (
+      await c.query<{ seq: number; byKey: number }>(
+        `SELECT pg_stat_get_xact_numscans('workflow_outputs'::regclass)::int AS "seq",
+                pg_stat_get_xact_numscans('workflow_outputs_pkey'::regclass)::int AS "byKey"`,
+      )
+    ).rows[0]!;
+  const before = await read();
+  await work();
+  const after = await read();
+  return { seq: after.seq - before.seq, byKey: after.byKey - before.byKey };
+}
+
+// Migration 0017: a claim and a timer poll read each leased instance's outputs from
+// workflow_outputs. Their functions kept a generic plan made when the statistics said the table
+// was empty, and went on reading all of it for every instance after it had grown (bench:timers:
+// 16 ms a claim of 32). Planned on each call, the lookup goes through the primary key.
+// Postgres only: plans are kept per session, and PGlite's one session serves the whole pool.
+describe.skipIf(!process.env['DATABASE_URL'])('a claim and a timer poll find outputs by key whatever the statistics said [postgres]', () => {
+  let db: Db;
+  beforeAll(async () => {
+    db = await openTestDb('postgres');
+  });
+  afterAll(async () => {
+    await closeTestDb(db);
+  });
+  const getDb = () => db;
+
+  async function insert(logic: LogicVersion): Promise<string> {
+    const t = await begin(logic, newInstance(logic, { env: ENV, input: {}, correlationId: null }));
+    await inEnv(getDb(), ENV, async (c) => {
+      await publishLogicVersion(c, ENV, logic).catch(() => false);
+      await insertWorkflow(c, t, { idempotencyKey: null });
+    });
+    return t.instance.id;
+  }
+
+  it('after six calls against an analyzed empty table, the lookups still use the primary key', async () => {
+    // the statistics say empty, and no autovacuum corrects them during the test
+    await db.pool.query('ALTER TABLE workflow_outputs SET (autovacuum_enabled = false)');
+    await db.pool.query('ANALYZE workflow_outputs');
+    const c = await db.pool.connect();
+    try {
+      // a function's statements get a generic plan from their sixth call on, kept for the session
+      for (let i = 0; i < 6; i++) {
+        expect(await claimWorkflows(c, { limit: 1, leaseMs: 30_000 })).toEqual([]);
+        expect((await fireDueTimers(c, 10, { limit: 1, leaseMs: 30_000 })).fired).toBe(0);
+      }
+      // workflow_outputs grows: 3,000 outputs of an instance nobody claims or wakes here
+      const filler = await insert(longDelay);
+      await asScheduler(db, (s) =>
+        s.query(
+          `INSERT INTO workflow_outputs (env_id, workflow_id, step, output)
+           SELECT $1, $2, 'step' || g, jsonb_build_object('n', g, 'pad', repeat('x', 100)) FROM generate_series(1, 3000) g`,
+          [ENV, filler],
+        ),
+      );
+
+      const claimable = await insert(proxy);
+      const claim = await outputScans(c, async () => {
+        const claimed = await claimWorkflows(c, { limit: 1, leaseMs: 30_000 });
+        expect(claimed.map((s) => s.instance.id)).toEqual([claimable]);
+      });
+      expect(claim, 'the claim').toEqual({ seq: 0, byKey: 1 });
+
+      const parked = await insert(shortDelay);
+      await asScheduler(db, (s) => advanceClock(s, 11 * 60_000));
+      const poll = await outputScans(c, async () => {
+        const fired = await fireDueTimers(c, 10, { limit: 1, leaseMs: 30_000 });
+        expect(fired.leased.map((s) => s.instance.id)).toEqual([parked]);
+      });
+      expect(poll, 'the timer poll').toEqual({ seq: 0, byKey: 1 });
+    } finally {
+      c.release();
+    }
+  });
+});
