@@ -39,7 +39,7 @@ async function outputScans(c: Client, work: () => Promise<void>): Promise<{ seq:
 // Migration 0017: a claim and a timer poll read each leased instance's outputs from
 // workflow_outputs. Their functions kept a generic plan made when the statistics said the table
 // was empty, and went on reading all of it for every instance after it had grown (bench:timers:
-// 16 ms a claim of 32). Planned on each call, the lookup goes through the primary key.
+// 16 ms a claim of 32). With sequential scans priced out, the lookup goes through the primary key.
 // Postgres only: plans are kept per session, and PGlite's one session serves the whole pool.
 describe.skipIf(!process.env['DATABASE_URL'])('a claim and a timer poll find outputs by key whatever the statistics said [postgres]', () => {
   let db: Db;
