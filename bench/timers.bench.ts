@@ -222,7 +222,8 @@ async function run(label: string, spreadMs: number | null): Promise<Result> {
       await engine.start({ logicId: logic.logicId, input: {} });
     });
     // steady state: fresh tables that just grew from empty carry plans made for empty tables
-    // (cached in the pool's sessions) until autovacuum analyzes them — not what a running system sees
+    // (cached in the pool's sessions) until autovacuum analyzes them — not what a running system sees.
+    // workflow_outputs is still empty here; its lookups are planned per call (migration 0017)
     await db.pool.query('ANALYZE');
     await engine.workers.start();
     await new Promise((r) => setTimeout(r, 1000));
