@@ -39,7 +39,7 @@ async function outputScans(c: Client, work: () => Promise<void>): Promise<{ seq:
 // Migration 0017: a claim and a timer poll read each leased instance's outputs from
 // workflow_outputs. Their functions kept a generic plan made when the statistics said the table
 // was empty, and went on reading all of it for every instance after it had grown (bench:timers:
-// 16 ms a claim of 32). With sequential scans priced out, the lookup goes through the primary key.
+// 16 ms a claim of 32). Planned on every call (with_outputs()), it goes through the primary key.
 // Postgres only: plans are kept per session, and PGlite's one session serves the whole pool.
 describe.skipIf(!process.env['DATABASE_URL'])('a claim and a timer poll find outputs by key whatever the statistics said [postgres]', () => {
   let db: Db;
@@ -49,11 +49,10 @@ describe.skipIf(!process.env['DATABASE_URL'])('a claim and a timer poll find out
   afterAll(async () => {
     await closeTestDb(db);
   });
-  const getDb = () => db;
 
   async function insert(logic: LogicVersion): Promise<string> {
     const t = await begin(logic, newInstance(logic, { env: ENV, input: {}, correlationId: null }));
-    await inEnv(getDb(), ENV, async (c) => {
+    await inEnv(db, ENV, async (c) => {
       await publishLogicVersion(c, ENV, logic).catch(() => false);
       await insertWorkflow(c, t, { idempotencyKey: null });
     });

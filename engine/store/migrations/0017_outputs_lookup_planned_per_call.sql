@@ -8,8 +8,8 @@
 -- deployment or a restore), the generic plan reads the whole table for every instance leased and
 -- goes on doing so as the table grows, until autovacuum analyzes it again (after 50 rows and 10%
 -- of the table have changed, at most once a minute). `npm run bench:timers` (a 10,000-timer
--- burst, statistics taken before any output existed): a claim of 32 took 16 ms on average, 0.5-
--- 2.8 ms a lookup, 5.3 s of a 13 s burst.
+-- burst, statistics taken before any output existed): a claim of 32 took 16 ms on average,
+-- 0.5-2.8 ms a lookup, 5.3 s of a 13 s burst.
 --
 -- The lookup is now dynamic SQL (EXECUTE), which PL/pgSQL plans on every call, from the table's
 -- current size: it uses the primary key once the table has grown. The claim itself keeps its
@@ -18,7 +18,9 @@
 -- claim. Pricing sequential scans out instead (enable_seqscan = off) kept the cached plans and
 -- made claims in the burst take 0.6 s: where no index fits, the planner then reads a whole one.
 --
--- Otherwise as before: claim_workflows() as in 0011, fire_due_timers() as in 0016.
+-- Otherwise as before: claim_workflows() as in 0011, fire_due_timers() as in 0016. A later
+-- migration that replaces either keeps the lookup in with_outputs()
+-- (test/store/lookup-plans.test.ts fails otherwise).
 
 -- Each of `rows` with its outputs as one object, step name to output.
 CREATE FUNCTION with_outputs(rows workflows[]) RETURNS TABLE (wf workflows, outputs jsonb)
@@ -69,7 +71,6 @@ BEGIN
   PERFORM set_config('role', prev_role, true);
 END
 $fn$;
-
 
 CREATE OR REPLACE FUNCTION fire_due_timers(lim integer, lease_lim integer, lease_ms float8)
 RETURNS TABLE (wf workflows, outputs jsonb, fired integer, next_due_ms float8, passed_over integer, woken_left integer)
