@@ -34,6 +34,20 @@ export class Heartbeats {
     return keeper;
   }
 
+  /**
+   * A notice from Postgres (migration 0018): `<id>:<token>` had its lease taken by someone else's
+   * commit, just now. The holder stops before it runs anything more for the instance. '' means
+   * notices may have been lost (the listening connection came back): a heartbeat now finds out.
+   */
+  taken(notice: string): void {
+    if (notice === '') {
+      void this.#beat();
+      return;
+    }
+    const [id, token] = notice.split(':');
+    for (const k of this.#held) if (k.id === id && k.token === token) k.taken();
+  }
+
   async #beat(): Promise<void> {
     if (this.#beating) return; // one at a time: a slow database is not hurried
     const batch = [...this.#held].filter((k) => !k.lost);
@@ -98,9 +112,14 @@ export class LeaseKeeper {
     this.onStop();
   }
 
-  /** The heartbeat found the lease taken. */
+  /** The heartbeat found the lease taken (while a commit is in flight, that commit is what says so). */
   missing(): void {
-    if (this.#committing || this.#stopped || this.lost) return;
+    if (!this.#committing) this.taken();
+  }
+
+  /** Another's commit took the lease (a notice, migration 0018): stop, whatever this worker is doing. */
+  taken(): void {
+    if (this.#stopped || this.lost) return;
     this.#abort.abort(new Error(`the lease on workflow ${this.id} was taken by another worker`));
     this.observer.onLeaseLost?.(this.id);
   }

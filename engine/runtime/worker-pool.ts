@@ -101,7 +101,7 @@ export class WorkerPool {
   readonly #batcher: CommitBatcher;
   /** At most `concurrency` attempts executing; the instances held beyond them wait here in claim order. */
   readonly #executors: Slots;
-  #unlisten: (() => Promise<void>) | null = null;
+  #unlisten: (() => Promise<void>)[] = [];
   #companions: { start(): Promise<void>; stop(): Promise<void> }[] = [];
 
   constructor(
@@ -130,7 +130,11 @@ export class WorkerPool {
     if (this.#running) return;
     this.#running = true;
     this.#stopping = false;
-    this.#unlisten = await this.db.listen('flow_work', () => this.wake()).catch(() => null);
+    const listen = (channel: string, onNotify: (payload: string) => void) =>
+      this.db.listen(channel, onNotify).then((unlisten) => this.#unlisten.push(unlisten), () => {});
+    await listen('flow_work', () => this.wake());
+    // a lease of this pool's taken by a verb, a parent's cancel or a claim: stop before running more
+    await listen('flow_lease_taken', (notice) => this.#heartbeats.taken(notice));
     this.#loop = this.#run();
     this.#timerLoop = this.#runTimers();
     for (const loop of this.#companions) await loop.start();
@@ -150,7 +154,7 @@ export class WorkerPool {
     await this.#loop;
     await this.#timerLoop;
     while (this.#inflight > 0) await sleep(10);
-    await this.#unlisten?.();
+    await Promise.all(this.#unlisten.splice(0).map((unlisten) => unlisten()));
     await Promise.all(this.#companions.map((loop) => loop.stop()));
   }
 

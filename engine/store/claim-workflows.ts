@@ -48,11 +48,13 @@ export async function heartbeats(c: Client, args: { ids: string[]; tokens: strin
 /**
  * Lets go of a woken instance whose wakes changed nothing (stale, or children still running):
  * they are spent, the instance waits on. Guarded by row_version: a wake fired after a lost lease
- * ran out is not dropped. False when the guard matched no row.
+ * ran out is not dropped. False when the guard matched no row. It writes the holder's receipt, as
+ * a commit does (migration 0006): the lease is let go by its holder, not taken (no notice, 0018).
  */
 export async function releaseWakes(c: Client, args: { id: string; rowVersion: number }): Promise<boolean> {
   const res = await c.query(
-    `UPDATE workflows SET wakes = NULL, lease_token = NULL, lease_expires_at = NULL, row_version = row_version + 1
+    `UPDATE workflows SET wakes = NULL, lease_token = NULL, lease_expires_at = NULL, row_version = row_version + 1,
+       commit_token = lease_token, commit_version = row_version + 1
      WHERE id = $1 AND row_version = $2 AND state = 'waiting'`,
     [args.id, args.rowVersion],
   );

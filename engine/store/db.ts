@@ -10,7 +10,8 @@ export interface Db {
   readonly driver: 'postgres' | 'pglite';
   /**
    * Subscribes to a NOTIFY channel; returns the unsubscribe function. `onNotify` gets the payload,
-   * or '' after a reconnect, when anything may have changed meanwhile.
+   * or '' after a reconnect, when anything may have changed meanwhile. On Postgres every channel
+   * of the process shares one connection.
    */
   listen(channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
@@ -46,57 +47,113 @@ function openPostgres(url: string, schema: string, max: number): Db {
   // only to idle ones: unheard, that error crashed the process. The query in flight rejects with
   // it anyway, and the pool discards the broken client when it is released.
   pool.on('connect', (client) => client.on('error', () => {}));
+  const listener = new Listener(url);
   return {
     pool,
     schema,
     driver: 'postgres',
-    listen: (channel, onNotify) => listenReconnecting(url, channel, onNotify),
-    close: () => pool.end(),
+    listen: (channel, onNotify) => listener.listen(channel, onNotify),
+    close: async () => {
+      await listener.close();
+      await pool.end();
+    },
   };
 }
 
+type OnNotify = (payload: string) => void;
+
 /**
- * LISTEN on a connection of its own that comes back by itself: when the server goes away
- * (restart, network) it reconnects every second until it is back, then calls `onNotify` once,
- * since whatever was notified meanwhile is lost. The first connect fails loudly, as a pool would.
+ * The process's one LISTEN connection, whatever channels it listens on. Postgres wakes every
+ * listening connection of the database for each NOTIFY, whatever its channel, and each reads the
+ * queue (migration 0013): one connection a process, not one a channel, keeps that cost to one.
+ * It comes back by itself: when the server goes away (restart, network) it reconnects every
+ * second until it is back, then calls every subscriber with '', since whatever was notified
+ * meanwhile is lost. The first connect fails loudly, as a pool would.
  */
-async function listenReconnecting(url: string, channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>> {
-  let current: pg.Client | null = null;
-  let closed = false;
-  let retry: NodeJS.Timeout | undefined;
-  const connect = async (): Promise<void> => {
-    const client = new pg.Client({ connectionString: url });
+class Listener {
+  readonly #subscribers = new Map<string, Set<OnNotify>>();
+  #client: pg.Client | null = null;
+  #connecting: Promise<pg.Client> | null = null;
+  #retry: NodeJS.Timeout | undefined;
+
+  constructor(private readonly url: string) {}
+
+  async listen(channel: string, onNotify: OnNotify): Promise<() => Promise<void>> {
+    const subscribers = this.#subscribers.get(channel) ?? new Set();
+    this.#subscribers.set(channel, subscribers.add(onNotify));
+    try {
+      // LISTEN twice on a channel is one subscription: a connect under way may have sent it already
+      await (await this.#connected()).query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+    } catch (err) {
+      this.#unsubscribe(channel, onNotify);
+      throw err;
+    }
+    return async () => {
+      this.#unsubscribe(channel, onNotify);
+      if (this.#subscribers.has(channel)) return;
+      if (this.#subscribers.size === 0) await this.close();
+      else await this.#client?.query(`UNLISTEN ${pg.escapeIdentifier(channel)}`).catch(() => {});
+    };
+  }
+
+  async close(): Promise<void> {
+    this.#subscribers.clear();
+    clearTimeout(this.#retry);
+    const client = this.#client;
+    this.#client = null; // its 'end' then reconnects nothing
+    await client?.end().catch(() => {});
+  }
+
+  #unsubscribe(channel: string, onNotify: OnNotify): void {
+    const subscribers = this.#subscribers.get(channel);
+    subscribers?.delete(onNotify);
+    if (subscribers?.size === 0) this.#subscribers.delete(channel);
+  }
+
+  #connected(): Promise<pg.Client> {
+    if (this.#client !== null) return Promise.resolve(this.#client);
+    this.#connecting ??= this.#connect().finally(() => (this.#connecting = null));
+    return this.#connecting;
+  }
+
+  async #connect(): Promise<pg.Client> {
+    const client = new pg.Client({ connectionString: this.url });
     client.on('error', () => {}); // 'end' follows, and reconnects
     client.on('end', () => {
-      if (closed || current !== client) return;
-      current = null;
-      reconnectSoon();
+      if (this.#client !== client) return;
+      this.#client = null;
+      this.#reconnectSoon();
     });
-    client.on('notification', (msg) => onNotify(msg.payload ?? ''));
+    client.on('notification', (msg) => {
+      for (const onNotify of this.#subscribers.get(msg.channel) ?? []) onNotify(msg.payload ?? '');
+    });
     try {
       await client.connect();
-      await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      for (const channel of this.#subscribers.keys()) await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
     } catch (err) {
       await client.end().catch(() => {});
       throw err;
     }
-    if (closed) {
+    if (this.#subscribers.size === 0) {
+      // closed while connecting
       await client.end().catch(() => {});
-      return;
+      throw new Error('the listener was closed');
     }
-    current = client;
-  };
-  const reconnectSoon = () => {
-    retry = setTimeout(() => {
-      connect().then(() => onNotify(''), reconnectSoon);
+    this.#client = client;
+    return client;
+  }
+
+  #reconnectSoon(): void {
+    this.#retry = setTimeout(() => {
+      if (this.#subscribers.size === 0) return;
+      this.#connected().then(
+        () => {
+          for (const subscribers of this.#subscribers.values()) for (const onNotify of subscribers) onNotify('');
+        },
+        () => this.#reconnectSoon(),
+      );
     }, 1000).unref();
-  };
-  await connect();
-  return async () => {
-    closed = true;
-    clearTimeout(retry);
-    await current?.end().catch(() => {});
-  };
+  }
 }
 
 async function openPglite(dataDir: string | undefined, schema: string): Promise<Db> {

@@ -11,8 +11,9 @@ import { lastTracedWrite, traceWorkflowWrites, tracedWrites } from '../support/w
 
 /**
  * Fencing: a worker process frozen (SIGSTOP) mid-call past its lease loses the instance to another
- * worker, which completes it. Thawed (SIGCONT), the first worker gets its answer and commits — and
- * that commit changes nothing: the outcome stays recorded once.
+ * worker, which completes it. Thawed (SIGCONT), the first worker gets its answer and, having missed
+ * the notice that its lease was taken, commits — and that commit changes nothing: the outcome
+ * stays recorded once.
  */
 const DATABASE_URL = process.env['DATABASE_URL'];
 const ENV = 'fencing';
@@ -77,6 +78,13 @@ describe.skipIf(!DATABASE_URL)('a paused worker is fenced out', () => {
     const call = await Promise.race([held.arrived, sleep(20_000).then(() => Promise.reject(new Error('p1 never called /slow')))]);
     p1.signal('SIGSTOP');
     const leasedBy = (await snapshot(id)).row.lease_token as string;
+    // p1 must miss the notice p2's claim sends it (migration 0018), or it would stop before its
+    // commit: its listening connection is cut while it is frozen, so the commit's fence is what
+    // stops it (it reconnects a second after it thaws, well after that commit)
+    const cut = await db.pool.query(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'fencing-p1' AND query LIKE 'LISTEN %'`,
+    );
+    expect(cut.rowCount).toBe(1);
 
     // p2 reclaims once p1's lease has run out (p1 sends no heartbeat while stopped) and completes it
     const p2 = await worker('p2');

@@ -1,0 +1,95 @@
+import { setImmediate as tick, setTimeout as sleep } from 'node:timers/promises';
+import { expect, it } from 'vitest';
+import { TERMINAL_STATES, type WorkflowState } from '../../contracts/index.ts';
+import { Engine } from '../../engine/runtime/engine.ts';
+import { makeLogic } from '../contracts/helpers.ts';
+import { describeEachDriver } from '../support/db.ts';
+import { OPERATOR } from '../support/engine.ts';
+import { FakeService } from '../support/fake-service.ts';
+
+const ENV = 'lease-env';
+const logic = makeLogic({ logicId: 'lease.gate', start: 's0', steps: { s0: { kind: 'proxy', path: '/gate' } } });
+
+// A worker pool holds up to twice `concurrency` instances: those beyond the executors wait in
+// line for one, leased and `processing`. An operator who cancels such an instance is told it is
+// cancelled; its step must then never be called. The pool used to learn that the lease was taken
+// only from its next heartbeat (every leaseMs / 3), and an executor that freed before then ran the
+// cancelled instance's step anyway: an effect after an acknowledged cancel.
+describeEachDriver('a lease taken from a pool reaches it at once', (getDb) => {
+  it('a cancelled instance waiting in the pool for an executor is never called', async () => {
+    let open: () => void = () => {};
+    const gate = new Promise<void>((r) => (open = r));
+    const svc = await new FakeService()
+      .on('/gate', async () => {
+        await gate;
+        return { status: 200, body: { ok: true } };
+      })
+      .listen();
+    const lost: string[] = [];
+    // heartbeats far beyond the test: only the fence notice can tell the pool
+    const engine = new Engine({
+      db: getDb(),
+      env: ENV,
+      executors: { handlers: new Map([['TEST', { url: svc.url }]]) },
+      worker: { concurrency: 2, pollMs: 600_000, leaseMs: 600_000 },
+      observer: {
+        onLeaseLost: (id) => void lost.push(id),
+      },
+    });
+    await engine.publish(logic);
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) ids.push((await engine.start({ logicId: logic.logicId, input: {}, env: ENV })).id);
+    await engine.workers.start();
+    // one claim of four: two executing (their calls held at the gate), two in line
+    while (svc.calls('/gate').length < 2 || engine.workers.inflight < 4) await tick();
+    const called = () => svc.calls('/gate').map((c) => c.headers['x-flow-workflow-id']);
+    const inLine = ids.filter((id) => !called().includes(id));
+    expect(inLine).toHaveLength(2);
+    const [victim, other] = inLine as [string, string];
+
+    expect((await engine.ops.cancel(victim, { reason: 'stop it' }, { ...OPERATOR, env: ENV })).state).toBe('cancelled');
+    for (let waited = 0; !lost.includes(victim) && waited < 10_000; waited += 10) await sleep(10);
+    open();
+    for (;;) {
+      const states = await Promise.all(ids.map(async (id) => (await engine.get(id, ENV)).state as WorkflowState));
+      if (states.every((s) => TERMINAL_STATES.has(s)) && engine.workers.inflight === 0) break;
+      await sleep(10);
+    }
+
+    expect(called()).not.toContain(victim);
+    expect(called()).toContain(other);
+    expect(lost).toEqual([victim]);
+    expect((await engine.get(victim, ENV)).state).toBe('cancelled');
+    await engine.close();
+    await svc.close();
+  });
+
+  // A NOTIFY holds Postgres's notify lock until its WAL is flushed (migration 0013): a notice on a
+  // worker's own commits would cost every step. Parking, waking, a retry's backoff and the end all
+  // hand the lease over or keep it, and none of them is a taking.
+  it('a pool’s own commits send no notice', async () => {
+    let tries = 0;
+    const svc = await new FakeService().on('/flaky', () => (++tries === 1 ? { status: 503 } : { status: 200, body: { ok: true } })).listen();
+    const db = getDb();
+    const notices: string[] = [];
+    const unlisten = await db.listen('flow_lease_taken', (p) => void notices.push(p));
+    const engine = new Engine({ db, env: ENV, executors: { handlers: new Map([['TEST', { url: svc.url }]]) }, worker: { concurrency: 2, pollMs: 20 } });
+    const flow = makeLogic({
+      logicId: 'lease.own',
+      start: 'wait',
+      steps: { wait: { kind: 'delay', duration: 'PT0S', next: 'call' }, call: { kind: 'proxy', path: '/flaky', retry: { maxAttempts: 2 } } },
+    });
+    await engine.publish(flow);
+    const { id } = await engine.start({ logicId: flow.logicId, input: {}, env: ENV });
+    await engine.workers.start();
+    while ((await engine.get(id, ENV)).state !== 'completed') await sleep(10);
+    expect(tries).toBe(2);
+    // notices arrive in commit order: once this one is here, any the run sent are too
+    await db.pool.query(`SELECT pg_notify('flow_lease_taken', 'last')`);
+    while (!notices.includes('last')) await sleep(5);
+    expect(notices).toEqual(['last']);
+    await unlisten();
+    await engine.close();
+    await svc.close();
+  });
+});
