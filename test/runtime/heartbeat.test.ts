@@ -5,7 +5,7 @@ import { Engine } from '../../engine/runtime/engine.ts';
 import { claimWorkflows } from '../../engine/store/claim-workflows.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { uniqueLogic } from '../support/engine.ts';
-import { FakeService } from '../support/fake-service.ts';
+import { gatedService } from '../support/fake-service.ts';
 import { waitFor } from '../support/store-checks.ts';
 
 /**
@@ -135,14 +135,7 @@ describeEachDriver('heartbeats', (getDb) => {
         RETURN NEW;
       END $$;
       CREATE TRIGGER block_commits BEFORE UPDATE ON workflows FOR EACH ROW EXECUTE FUNCTION block_commits();`);
-    let answer: () => void = () => {};
-    const answered = new Promise<void>((resolve) => (answer = resolve));
-    const quick = await new FakeService()
-      .on('/slow', async () => {
-        await answered;
-        return { status: 200, body: { ok: true } };
-      })
-      .listen();
+    const { svc: quick, open: answer } = await gatedService('/slow');
     const slowEngine = new Engine({
       db,
       env: 'hb-env',

@@ -5,7 +5,7 @@ import { Engine } from '../../engine/runtime/engine.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { OPERATOR } from '../support/engine.ts';
-import { FakeService } from '../support/fake-service.ts';
+import { FakeService, gatedService } from '../support/fake-service.ts';
 
 const ENV = 'lease-env';
 const logic = makeLogic({ logicId: 'lease.gate', start: 's0', steps: { s0: { kind: 'proxy', path: '/gate' } } });
@@ -17,14 +17,7 @@ const logic = makeLogic({ logicId: 'lease.gate', start: 's0', steps: { s0: { kin
 // cancelled instance's step anyway: an effect after an acknowledged cancel.
 describeEachDriver('a lease taken from a pool reaches it at once', (getDb) => {
   it('a cancelled instance waiting in the pool for an executor is never called', async () => {
-    let open: () => void = () => {};
-    const gate = new Promise<void>((r) => (open = r));
-    const svc = await new FakeService()
-      .on('/gate', async () => {
-        await gate;
-        return { status: 200, body: { ok: true } };
-      })
-      .listen();
+    const { svc, open } = await gatedService('/gate');
     const lost: string[] = [];
     // heartbeats far beyond the test: only the fence notice can tell the pool
     const engine = new Engine({

@@ -6,22 +6,9 @@ import { advanceClock } from '../../engine/store/timers.ts';
 import { asScheduler } from '../../engine/store/tx.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 import { describeEachDriver } from '../support/db.ts';
-import { FakeService } from '../support/fake-service.ts';
+import { gatedService } from '../support/fake-service.ts';
 
 const logic = makeLogic({ logicId: 'claims.gate', start: 's0', steps: { s0: { kind: 'proxy', path: '/gate' } } });
-
-/** A service whose `/gate` answers nothing until `open()`: then every waiting call at once. */
-async function gatedService(): Promise<{ svc: FakeService; open: () => void }> {
-  let open: () => void = () => {};
-  const gate = new Promise<void>((r) => (open = r));
-  const svc = await new FakeService()
-    .on('/gate', async () => {
-      await gate;
-      return { status: 200, body: { ok: true } };
-    })
-    .listen();
-  return { svc, open };
-}
 
 // Issue 14: claim and heartbeat traffic proportional to work, not to workers. Every instance that
 // finished used to ring the claim loop, and each ring cost a claim_workflows round trip, found work
@@ -29,7 +16,7 @@ async function gatedService(): Promise<{ svc: FakeService; open: () => void }> {
 describeEachDriver('a worker pool claims for work and beats once for all its leases', (getDb) => {
   it('instances finishing together send no claim when the last claim came back short', async () => {
     const N = 8;
-    const { svc, open } = await gatedService();
+    const { svc, open } = await gatedService('/gate');
     let ended = 0;
     const db = getDb();
     // a poll far beyond the test: every claim counted below was asked for by a wake-up
@@ -63,7 +50,7 @@ describeEachDriver('a worker pool claims for work and beats once for all its lea
 
   it('one heartbeat statement extends every lease the pool holds', async () => {
     const N = 6;
-    const { svc, open } = await gatedService();
+    const { svc, open } = await gatedService('/gate');
     const db = getDb();
     const beats: unknown[][] = [];
     const connect = db.pool.connect.bind(db.pool);
@@ -104,7 +91,7 @@ describeEachDriver('a worker pool claims for work and beats once for all its lea
   });
 
   it('woken instances are claimed by the batch and their wake-ups committed together, while executors stay bounded', async () => {
-    const { svc, open } = await gatedService();
+    const { svc, open } = await gatedService('/gate');
     const db = getDb();
     const delayed = makeLogic({
       logicId: 'claims.woken',

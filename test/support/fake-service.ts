@@ -74,3 +74,16 @@ export class FakeService {
     return reply;
   }
 }
+
+/** A service whose `path` answers nothing until `open()`: then every waiting call at once, 200. */
+export async function gatedService(path: string): Promise<{ svc: FakeService; open: () => void }> {
+  let open: () => void = () => {};
+  const gate = new Promise<void>((r) => (open = r));
+  const svc = await new FakeService()
+    .on(path, async () => {
+      await gate;
+      return { status: 200, body: { ok: true } };
+    })
+    .listen();
+  return { svc, open };
+}
