@@ -85,4 +85,43 @@ describeEachDriver('a lease taken from a pool reaches it at once', (getDb) => {
     await engine.close();
     await svc.close();
   });
+
+  // Each child's end wakes its parent, and until the last one has ended the parent's worker finds
+  // nothing to do and lets it go (releaseWakes): a fan-out of n children does that n − 1 times.
+  it('a parent woken while its children still run is let go without a notice', async () => {
+    let open: () => void = () => {};
+    const gate = new Promise<void>((r) => (open = r));
+    const svc = await new FakeService()
+      .on('/child', async (req) => {
+        if ((req.body as { n?: string }).n === 'slow') await gate;
+        return { status: 200, body: { ok: true } };
+      })
+      .listen();
+    const db = getDb();
+    const notices: string[] = [];
+    const unlisten = await db.listen('flow_lease_taken', (p) => void notices.push(p));
+    const engine = new Engine({ db, env: ENV, executors: { handlers: new Map([['TEST', { url: svc.url }]]) }, worker: { concurrency: 4, pollMs: 20 } });
+    const child = makeLogic({ logicId: 'lease.child', start: 'call', steps: { call: { kind: 'proxy', path: '/child' } } });
+    const parent = makeLogic({
+      logicId: 'lease.parent',
+      start: 'fan',
+      steps: { fan: { kind: 'children', logicId: child.logicId, items: '["fast", "slow"]', itemInput: '{ "n": item }', failurePolicy: 'all_settled' } },
+    });
+    await engine.publish(child);
+    await engine.publish(parent);
+    const { id } = await engine.start({ logicId: parent.logicId, input: {}, env: ENV });
+    await engine.workers.start();
+    const row = async (sql: string) => (await db.pool.query(sql, [id])).rows[0] as Record<string, unknown> | undefined;
+    // the fast child's end woke the parent in the same commit; its wakes cleared means it was let go
+    while ((await row(`SELECT 1 FROM workflows WHERE parent_id = $1 AND input->>'n' = 'fast' AND state = 'completed'`)) === undefined) await sleep(10);
+    while ((await row(`SELECT 1 FROM workflows WHERE id = $1 AND state = 'waiting' AND wakes IS NULL AND lease_token IS NULL`)) === undefined) await sleep(10);
+    open();
+    while ((await engine.get(id, ENV)).state !== 'completed') await sleep(10);
+    await db.pool.query(`SELECT pg_notify('flow_lease_taken', 'last')`);
+    while (!notices.includes('last')) await sleep(5);
+    expect(notices).toEqual(['last']);
+    await unlisten();
+    await engine.close();
+    await svc.close();
+  });
 });
