@@ -2,12 +2,20 @@ import { setImmediate as tick, setTimeout as sleep } from 'node:timers/promises'
 import { expect, it } from 'vitest';
 import { TERMINAL_STATES, type WorkflowState } from '../../contracts/index.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
+import type { Db } from '../../engine/store/db.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { OPERATOR } from '../support/engine.ts';
 import { FakeService, gatedService } from '../support/fake-service.ts';
 
 const ENV = 'lease-env';
+
+/** `notices` (heard on flow_lease_taken) holds none: they arrive in commit order, so once a last one is heard, any sent before are too. */
+async function expectNoNotice(db: Db, notices: string[]): Promise<void> {
+  await db.pool.query(`SELECT pg_notify('flow_lease_taken', 'last')`);
+  while (!notices.includes('last')) await sleep(5);
+  expect(notices).toEqual(['last']);
+}
 const logic = makeLogic({ logicId: 'lease.gate', start: 's0', steps: { s0: { kind: 'proxy', path: '/gate' } } });
 
 // A worker pool holds up to twice `concurrency` instances: those beyond the executors wait in
@@ -77,10 +85,7 @@ describeEachDriver('a lease taken from a pool reaches it at once', (getDb) => {
     await engine.workers.start();
     while ((await engine.get(id, ENV)).state !== 'completed') await sleep(10);
     expect(tries).toBe(2);
-    // notices arrive in commit order: once this one is here, any the run sent are too
-    await db.pool.query(`SELECT pg_notify('flow_lease_taken', 'last')`);
-    while (!notices.includes('last')) await sleep(5);
-    expect(notices).toEqual(['last']);
+    await expectNoNotice(db, notices);
     await unlisten();
     await engine.close();
     await svc.close();
@@ -117,9 +122,7 @@ describeEachDriver('a lease taken from a pool reaches it at once', (getDb) => {
     while ((await row(`SELECT 1 FROM workflows WHERE id = $1 AND state = 'waiting' AND wakes IS NULL AND lease_token IS NULL`)) === undefined) await sleep(10);
     open();
     while ((await engine.get(id, ENV)).state !== 'completed') await sleep(10);
-    await db.pool.query(`SELECT pg_notify('flow_lease_taken', 'last')`);
-    while (!notices.includes('last')) await sleep(5);
-    expect(notices).toEqual(['last']);
+    await expectNoNotice(db, notices);
     await unlisten();
     await engine.close();
     await svc.close();
