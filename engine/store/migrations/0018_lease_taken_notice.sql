@@ -2,13 +2,13 @@
 -- heartbeat.
 --
 -- Why: a worker pool holds up to twice its concurrency of instances, leased and `processing`, the
--- ones beyond its executors waiting in line for one. A verb (cancel, repair, ...) that moves such
--- an instance ends the lease and fences the worker's commit, but the worker learnt it only from
+-- ones beyond its executors waiting in line for one. A cancel of such an instance ends the lease
+-- and fences the worker's commit, but the worker learnt it only from
 -- its next heartbeat, up to a third of the lease later (10 s by default): an executor that freed
 -- before then ran the instance's next step, so an operator told "cancelled" could see the step's
 -- effect afterwards (test/runtime/lease-taken.test.ts).
 --
--- Now any update that replaces or clears a live holder's lease token, other than the holder's own
+-- Now any update that replaces or clears a holder's lease token, other than the holder's own
 -- commit (which writes its receipt, 0006, in the same update), sends NOTIFY flow_lease_taken with
 -- `<id>:<old token>` at commit; the pool holding that token drops the instance before it runs
 -- anything more for it. That covers every path at once: verbs, resumes and completions, a
