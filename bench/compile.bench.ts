@@ -16,6 +16,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createCompiler } from '../compiler/index.ts';
+import { reportGoal, verdict } from './support.ts';
 
 const REPO = fileURLToPath(new URL('../', import.meta.url));
 
@@ -145,3 +146,17 @@ console.log(`cold session in a loaded process (s8flow dev restart), 100 files: $
 console.log(
   `incremental recompile of 1 changed file at 100 files: median ${fmt(incMs)} (${runs(inc.times)}), ${cpu(incCpu)}; ${goal(incMs, 150)}; ${(incMs / hundred.ms).toFixed(3)} of the cold 100-file session`,
 );
+reportGoal({
+  case: 'compile: one file, cold (`s8flow compile`, new process)',
+  clients: '1',
+  result: `${fmt(compileMs)} (median of ${procs.compile.length})`,
+  vs: `${(compileMs / tscMs).toFixed(2)} of \`tsc --noEmit\` of the same file (${fmt(tscMs)})`,
+  goal: verdict('≤ 1.5 s', compileMs <= 1500, fmt(compileMs)),
+});
+reportGoal({
+  case: 'compile: one changed file of 100, incremental',
+  clients: '1',
+  result: `${fmt(incMs)} (median of ${inc.times.length})`,
+  vs: `${(incMs / hundred.ms).toFixed(3)} of a cold 100-file session`,
+  goal: verdict('≤ 150 ms', incMs <= 150, fmt(incMs)),
+});

@@ -1,5 +1,13 @@
-
+/**
+ * Issue 14's one table (`npm run bench [-- --quick]`, docs/performance.md says how each figure is
+ * measured). This process measures the raw floor, the engine's proxy and pass steps, one
+ * workflow alone, a func step's module run and API starts, each against its baseline in the same
+ * round; then bench/other-goals.ts runs the benches of the other goals (engine CPU, compile,
+ * growth, timers) on the same server, one after another, and their rows join the table.
+ * `--quick` (one round, smaller batches) leaves out growth and timers, which take minutes.
+ */
 import { freemem, totalmem, cpus } from 'node:os';
+import { relative } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import type { LogicVersion, StepDef } from '../contracts/index.ts';
@@ -13,7 +21,8 @@ import { makeLogic } from '../test/contracts/helpers.ts';
 import { apiStartThroughput } from './api-start.ts';
 import { floor, httpAlone } from './floor.ts';
 import { stepCommitLatencies } from './step-commit.ts';
-import { type Counts, fmt, markdownTable, median, minimalService, PgCounter, percentile, pool } from './support.ts';
+import { runOtherGoals } from './other-goals.ts';
+import { type Counts, fmt, type GoalRow, markdownTable, median, minimalService, PgCounter, percentile, pool, verdict } from './support.ts';
 import { Watch } from './watch.ts';
 
 const url = process.env['DATABASE_URL'];
@@ -237,9 +246,7 @@ async function round(counter: PgCounter, serviceUrl: string): Promise<Round> {
 
 const FUNC_ROWS = ['0 host calls, 1 KB', '0 host calls, 64 KB', '1 recorded call, 1 KB', '1 recorded call, 64 KB'];
 
-const verdict = (label: string, ok: boolean, value: string) => `${label}: ${ok ? 'met' : '**missed**'} (${value})`;
-
-function table(m: (key: string) => number): string {
+function table(m: (key: string) => number, others: GoalRow[]): string {
   const counts = (k: string) => [fmt(m(`${k}.writeTx`), 2), fmt(m(`${k}.commits`), 2), fmt(m(`${k}.walSyncs`), 2)];
   const none = ['', '', ''];
   const rows: string[][] = [
@@ -292,6 +299,7 @@ function table(m: (key: string) => number): string {
     `${fmt(m('starts.ratio'), 2)} of engine.start() in process (${fmt(m('starts.local'))}/s)`,
     '',
   ]);
+  for (const o of others) rows.push([o.case, o.clients, o.result, ...none, o.vs, o.goal]);
   return markdownTable(['case', 'clients', 'result', 'write tx/step', 'commits/step', 'WAL fsyncs/step', 'vs floor', 'goal (issue 14): met or missed'], rows);
 }
 
@@ -309,6 +317,7 @@ for (let i = 0; i < ROUNDS; i++) rounds.push(await round(counter, service.url));
 await counter.close();
 await service.close();
 const m = (key: string) => median(rounds.map((r) => r[key] ?? Number.NaN));
+const others = runOtherGoals(QUICK);
 
 out(
   `engine bench${QUICK ? ' --quick' : ''}: ${WORKFLOWS} workflows × ${STEPS} steps a case, ${FLOOR_OPS} floor transactions a case, ${ROUNDS === 1 ? '1 round' : `median of ${ROUNDS} rounds`}, ` +
@@ -321,11 +330,13 @@ out(
 );
 if (ROUNDS > 1) out("every ratio is the median of each round's own ratio (same round, same load): it need not equal the ratio of the medians shown");
 out('');
-out(table(m));
+out(table(m, others.rows));
 out('');
 // the floor is one write transaction and one commit per transaction by construction: if its
 // counts are not 1.00, statistics were missed or leaked between cases, and no count is to be trusted
 const floorKeys = ['commit1', ...CONCURRENCIES.flatMap((c) => [`commit${c}`, `httpCommit${c}`])];
 const off = floorKeys.flatMap((k) => ['writeTx', 'commits'].filter((f) => Math.abs(m(`${k}.${f}`) - 1) > 0.03).map((f) => `${k}.${f} = ${fmt(m(`${k}.${f}`), 2)}`));
 out(off.length === 0 ? 'check: every floor row counts 1.00 write tx and 1.00 commit per transaction' : `WARNING: floor counts off 1.00 (${off.join(', ')}): the per-step counts are not reliable`);
+if (others.skipped.length > 0) out(`--quick left out ${others.skipped.map((s) => `bench/${s}`).join(' and ')}: their goals are in the full run`);
+out(`each other bench's own output: ${others.logs.map((l) => relative(process.cwd(), l)).join(', ')}`);
 out(`took ${fmt((performance.now() - began) / 1000)} s`);

@@ -31,7 +31,7 @@ import { makeLogic } from '../test/contracts/helpers.ts';
 import { cloneInstances } from '../test/support/bulk-instances.ts';
 import { killAll, WorkerProcess } from '../test/support/worker-process.ts';
 import { cpuOf, postgresCpu } from './process-cpu.ts';
-import { fmt, minimalService, percentile, pool, xactCommits } from './support.ts';
+import { fmt, minimalService, percentile, pool, reportGoal, verdict, xactCommits } from './support.ts';
 
 const url = process.env['DATABASE_URL'];
 if (!url) throw new Error('set DATABASE_URL (npm run bench:growth starts a Postgres for you)');
@@ -42,7 +42,7 @@ const LEASE_MS = 30_000;
 const POLL_MS = 250;
 const WARMUP_PER_PROCESS = 40;
 const out = (s: string) => process.stdout.write(`${s}\n`);
-const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
+const metOrMissed = (ok: boolean) => (ok ? 'met' : 'MISSED');
 const median = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 50);
 
 function chain(logicId: string, steps: number, extra: Partial<LogicVersion> = {}): LogicVersion {
@@ -334,7 +334,14 @@ if (only.includes('long')) {
   out(`| of which ctx (bytes) | ${fmt(r.first.ctxBytes)} | ${fmt(r.last.ctxBytes)} | ${fmt(r.last.ctxBytes / r.first.ctxBytes, 1)} |`);
   const flat = 200 * 3 * 4096; // each output written once in step_runs, once in the journal, once in workflow_outputs
   out(`WAL for the whole workflow: ${fmt(r.totalWal / 1e6, 1)} MB for ${fmt((r.STEPS * 4096) / 1e6, 1)} MB of outputs (${fmt(r.totalWal / flat, 1)}× what writing each output 3 times once would take)`);
-  out(`goal: step 200 within 1.2× of step 1 (commit) — ${verdict(ratio <= 1.2)} (${fmt(ratio, 2)}×); the context is rewritten on every step: ${r.last.paramBytes > 4 * r.first.paramBytes ? 'yes, O(n²) bytes' : 'no'}`);
+  out(`goal: step 200 within 1.2× of step 1 (commit) — ${metOrMissed(ratio <= 1.2)} (${fmt(ratio, 2)}×); the context is rewritten on every step: ${r.last.paramBytes > 4 * r.first.paramBytes ? 'yes, O(n²) bytes' : 'no'}`);
+  reportGoal({
+    case: `growth: steps ${r.STEPS - 9}–${r.STEPS} of a ${r.STEPS}-step workflow, 4 KB outputs`,
+    clients: '1',
+    result: `commit ${fmt(r.first.commitMs, 2)} → ${fmt(r.last.commitMs, 2)} ms`,
+    vs: `${fmt(ratio, 2)}× of steps 1–10; WAL a commit ${fmt(r.last.walBytes / r.first.walBytes, 2)}×`,
+    goal: verdict('≤ 1.2× of step 1', ratio <= 1.2, `${fmt(ratio, 2)}×`),
+  });
 }
 
 if (only.includes('rows')) {
@@ -349,7 +356,14 @@ if (only.includes('rows')) {
   for (const x of r.rows) {
     const claim = x.claim[1] / x.claim[0];
     const commit = x.commit[1] / x.commit[0];
-    out(`goal: claim and commit at ${fmt(x.size)} instances within 1.2× of empty — ${verdict(Math.max(claim, commit) <= 1.2)} (claim ${fmt(claim, 2)}×, commit ${fmt(commit, 2)}×)`);
+    out(`goal: claim and commit at ${fmt(x.size)} instances within 1.2× of empty — ${metOrMissed(Math.max(claim, commit) <= 1.2)} (claim ${fmt(claim, 2)}×, commit ${fmt(commit, 2)}×)`);
+    reportGoal({
+      case: `growth: claim and commit at ${fmt(x.size)} instances`,
+      clients: '1',
+      result: `claim ${fmt(x.claim[1], 2)} ms, commit ${fmt(x.commit[1], 2)} ms`,
+      vs: `claim ${fmt(claim, 2)}×, commit ${fmt(commit, 2)}× of an empty schema`,
+      goal: verdict('≤ 1.2× of empty', Math.max(claim, commit) <= 1.2, `${fmt(Math.max(claim, commit), 2)}×`),
+    });
   }
 }
 
@@ -363,7 +377,14 @@ if (only.includes('procs')) {
   const one = r.rows[0]!.stepsPerSec;
   for (const x of r.rows) out(`| ${x.processes} | ${fmt(x.stepsPerSec)} | ${fmt(x.stepsPerSec / one, 2)} | ${fmt(x.commitsPerStep, 2)} | ${cpu(x)} |`);
   const drops = r.rows.some((x, i) => i > 0 && x.stepsPerSec < r.rows[i - 1]!.stepsPerSec);
-  out(`goal: throughput never drops as processes are added — ${verdict(!drops)} (${r.rows.map((x) => fmt(x.stepsPerSec)).join(' → ')} steps/s)`);
+  out(`goal: throughput never drops as processes are added — ${metOrMissed(!drops)} (${r.rows.map((x) => fmt(x.stepsPerSec)).join(' → ')} steps/s)`);
+  reportGoal({
+    case: `growth: ${r.rows.map((x) => x.processes).join(' / ')} engine processes, proxy steps`,
+    clients: `${r.CONCURRENCY} each`,
+    result: `${r.rows.map((x) => fmt(x.stepsPerSec)).join(' / ')} steps/s`,
+    vs: `${r.rows.map((x) => fmt(x.stepsPerSec / one, 2)).join(' / ')} of one process`,
+    goal: verdict('never drops as processes are added', !drops, r.rows.map((x) => fmt(x.stepsPerSec)).join(' → ')),
+  });
   out('');
   out(`the same work with ${r.CONCURRENCY} in flight in all, split between the processes (${r.split.map((x) => `${x.processes} × ${r.CONCURRENCY / x.processes}`).join(', ')}): no goal; it tells adding processes apart from adding concurrency`);
   out('| processes | steps/s | ratio to 1 | commits/step | CPU µs/step: engines | Postgres | bench + service |');

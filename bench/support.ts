@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { appendFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -173,4 +174,26 @@ export function markdownTable(header: string[], rows: string[][]): string {
   const width = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(width[i]!)).join(' | ')} |`;
   return [line(header), `|${width.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.map(line)].join('\n');
+}
+
+/** A goal's verdict as `npm run bench`'s table words it: `≤ 1.2×: met (1.18×)`. */
+export const verdict = (label: string, ok: boolean, value: string) => `${label}: ${ok ? 'met' : '**missed**'} (${value})`;
+
+/** One row of `npm run bench`'s table measured by another bench: the table's columns but the counts. */
+export interface GoalRow {
+  case: string;
+  clients: string;
+  result: string;
+  vs: string;
+  goal: string;
+}
+
+/**
+ * Hands a goal's row to `npm run bench`, which runs this bench as a child process with
+ * BENCH_ROWS naming a file (bench/engine.bench.ts): one JSON line per row. Run alone, a bench
+ * only prints.
+ */
+export function reportGoal(row: GoalRow): void {
+  const file = process.env['BENCH_ROWS'];
+  if (file) appendFileSync(file, `${JSON.stringify(row)}\n`);
 }

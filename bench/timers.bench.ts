@@ -32,7 +32,7 @@ import { dropSchema, migrate } from '../engine/store/migrate.ts';
 import { makeLogic } from '../test/contracts/helpers.ts';
 import { TEST_MODULE_BYTES, TEST_MODULES } from '../test/support/ledger-executor.ts';
 import { SentTransactions } from './sent-transactions.ts';
-import { fmt, markdownTable, median, pool } from './support.ts';
+import { fmt, markdownTable, median, pool, reportGoal, verdict } from './support.ts';
 
 const url = process.env['DATABASE_URL'];
 if (!url) throw new Error('set DATABASE_URL (or run through scripts/with-postgres.sh)');
@@ -351,6 +351,16 @@ for (const r of all) {
       `${String(r.batches).padStart(7)} (${r.maxBatch})  ${fmt(r.seconds, 1)} s`,
   );
 }
+const spreadRun = all.find((r) => r.label.startsWith('(i)'));
+if (spreadRun) {
+  reportGoal({
+    case: `timers: ${fmt(TIMERS)} spread over ${SPREAD_MS / 1000} s, lateness after fire_at`,
+    clients: '16',
+    result: `fired p50 ${fmt(spreadRun.fired.p50)} / p99 ${fmt(spreadRun.fired.p99)} ms`,
+    vs: `next step done p99 ${fmt(spreadRun.after.p99)} ms`,
+    goal: verdict('fired p99 ≤ 50 ms', spreadRun.fired.p99 <= 50, `${fmt(spreadRun.fired.p99)} ms`),
+  });
+}
 
 if (bursts.length > 0) {
   const burstS = bursts.map((b) => b.after.max / 1000);
@@ -367,6 +377,13 @@ if (bursts.length > 0) {
       ],
     ),
   );
+  reportGoal({
+    case: `timers: ${fmt(TIMERS)} due at once, fire_at → each next step done`,
+    clients: '16',
+    result: `${fmt(median(burstS), 2)} s against ${fmt(median(plainS), 2)} s for as many plain steps`,
+    vs: `${ratios.map((x) => fmt(x, 2)).join(', ')} by round`,
+    goal: verdict('≤ 2× the plain steps', median(ratios) <= 2, `${fmt(median(ratios), 2)}×`),
+  });
   // what one fired instance (one plain step) cost, medians over the rounds
   const per = (costs: Cost[], n: number, f: (c: Cost) => number) => median(costs.map((c) => f(c) / n));
   const burstCosts = bursts.map((b) => b.cost!);
