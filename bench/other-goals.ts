@@ -19,7 +19,7 @@ const BENCHES = [
 
 export interface OtherGoals {
   rows: GoalRow[];
-  /** Each bench's full output, by script. */
+  /** The log file of each bench that ran: its full output. */
   logs: string[];
   /** Benches `--quick` left out. */
   skipped: string[];
