@@ -34,8 +34,6 @@ export interface OtherGoals {
 export function runOtherGoals(quick: boolean): OtherGoals {
   const dir = join(REPO, '.tmp', 'bench');
   mkdirSync(dir, { recursive: true });
-  const rowsFile = join(dir, 'goal-rows.jsonl');
-  rmSync(rowsFile, { force: true });
   const { BENCH_WORKFLOWS: _w, BENCH_ROUNDS: _r, ...env } = process.env;
   const rows: GoalRow[] = [];
   const logs: string[] = [];
@@ -46,14 +44,16 @@ export function runOtherGoals(quick: boolean): OtherGoals {
       continue;
     }
     const log = join(dir, bench.script.replace('.bench.ts', '.txt'));
+    const rowsFile = join(dir, bench.script.replace('.bench.ts', '.rows.jsonl'));
+    rmSync(rowsFile, { force: true });
     const fd = openSync(log, 'w');
     const args = [join(REPO, 'bench', bench.script), ...(quick ? ['--quick'] : [])];
     const run = spawnSync(join(REPO, 'node_modules', '.bin', 'tsx'), args, { cwd: REPO, env: { ...env, BENCH_ROWS: rowsFile }, stdio: ['ignore', fd, fd] });
     closeSync(fd);
     if (run.status !== 0) throw new Error(`bench/${bench.script} exited ${run.status ?? run.signal}: see ${log}`);
-    const before = rows.length;
-    rows.splice(0, rows.length, ...readRows(rowsFile));
-    if (rows.length === before) throw new Error(`bench/${bench.script} reported no goal row: see ${log}`);
+    const reported = readRows(rowsFile);
+    if (reported.length === 0) throw new Error(`bench/${bench.script} reported no goal row: see ${log}`);
+    rows.push(...reported);
     logs.push(log);
   }
   return { rows, logs, skipped };
