@@ -5,6 +5,8 @@
  * A token's `scope` claim is space-separated. `flow:<verb>` grants the verb on every definition;
  * `flow:<verb>:<glob>` narrows it to the logicIds the glob matches (`*` is any run of characters),
  * as in `flow:repair:payments.*`. `flow:admin` (or `flow:admin:<glob>`) holds every flow scope.
+ * `flow:events:<glob>` is the one scope whose glob matches event types, not logicIds: posting
+ * such events, and publishing a version with a trigger on them.
  */
 
 export const FLOW_SCOPES = [
@@ -17,6 +19,7 @@ export const FLOW_SCOPES = [
   'flow:cancel',
   'flow:force-complete',
   'flow:replay',
+  'flow:events',
   'flow:admin',
 ] as const;
 export type FlowScope = (typeof FLOW_SCOPES)[number];

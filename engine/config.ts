@@ -6,6 +6,8 @@ import type { EngineOptions } from './runtime/engine.ts';
 import type { Db } from './store/db.ts';
 
 const list = z.string().transform(parseAllowlist);
+// a logicId glob as FLOW_HANDLER_<NAME>_SERVES lists them: logicId characters and `*`
+const SERVES_GLOB = /^[A-Za-z0-9._*-]{1,200}$/;
 const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' });
 
 /** The variables the engine reads, each parsed once here. An empty value counts as unset. */
@@ -67,6 +69,10 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): FlowConfig {
   const handlers = loadHandlerProfiles(given);
   for (const [name, profile] of handlers) {
     if (!httpUrl.safeParse(profile.url).success) throw new ConfigInvalid(`FLOW_HANDLER_${name}_URL`, 'must be an http(s) URL');
+    for (const [suffix, globs] of [['', profile.serves ?? []] as const, ...[...(profile.envServes ?? [])].map(([e, g]) => [`__${e}`, g] as const)]) {
+      const bad = globs.find((g) => !SERVES_GLOB.test(g));
+      if (bad !== undefined) throw new ConfigInvalid(`FLOW_HANDLER_${name}_SERVES${suffix}`, `${JSON.stringify(bad)} is not a logicId glob (letters, digits, . _ - and *)`);
+    }
   }
   return {
     databaseUrl: env.DATABASE_URL,

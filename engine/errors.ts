@@ -1,4 +1,5 @@
 import type { LogicVersion } from '../contracts/index.ts';
+import type { GrantRefusal } from '../contracts/grants.ts';
 import { FlowError } from '../contracts/errors.ts';
 
 export class BadRequest extends FlowError {
@@ -135,5 +136,25 @@ export class ScopeMissing extends FlowError {
 export class ModuleInvalid extends FlowError {
   constructor(logic: LogicVersion, name: string, code: string, why: string) {
     super('FLOW_MODULE_INVALID', `${logic.logicId}@${logic.version} module ${name}: ${why} [${code}]`, { status: 422, details: [code] });
+  }
+}
+
+/**
+ * A publish whose version would do what its publisher could not do directly (contracts/grants.ts):
+ * call a handler that does not serve it, start a definition its publisher may not start, or take
+ * events its publisher holds no `flow:events` for. The code is the first refusal's; `details`
+ * lists every one, each with the grant that is missing.
+ */
+export class GrantRefused extends FlowError {
+  constructor(logic: LogicVersion, refusals: readonly GrantRefusal[]) {
+    const first = refusals[0]!;
+    super(
+      first.code,
+      `${logic.logicId}@${logic.version} does more than its publisher may: ${refusals.map((r) => `${r.message} (missing: ${r.missing})`).join('; ')}`,
+      {
+        status: 403,
+        details: refusals.map((r) => ({ path: r.step === undefined ? 'triggers' : `steps.${r.step}`, message: `[${r.code}] ${r.message} (missing: ${r.missing})` })),
+      },
+    );
   }
 }

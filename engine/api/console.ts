@@ -143,7 +143,12 @@ export const consolePlugin: FastifyPluginAsyncZod<ConsoleOptions> = async (app, 
       config: { scope: 'flow:read' },
       schema: { tags: ['bulk'], summary: 'A bulk job: progress and the result per instance', security: BEARER, params: JobParams, response: { 200: BulkJob, ...PROBLEMS } },
     },
-    async (req) => bulk.get(req.params.env, req.params.jobId),
+    async (req) => {
+      const job = await bulk.get(req.params.env, req.params.jobId);
+      // its results name instances of the filter's definition (of every one, without a filter)
+      requireScope(principalOf(req), 'flow:read', job.filter.logicId, `bulk job ${job.id}`);
+      return job;
+    },
   );
 
   app.post(

@@ -1,4 +1,4 @@
-import type { LogicVersion, StepOutcome } from '../../contracts/index.ts';
+import type { FlowErrorBody, LogicVersion, StepOutcome } from '../../contracts/index.ts';
 import { Refused } from './errors.ts';
 import { enter, failWorkflow, onOutcome } from './flow.ts';
 import type { Approver, Instance, JsonValue, TimerPurpose } from './instance.ts';
@@ -92,6 +92,8 @@ export interface ChildrenState {
   failed: number;
   /** Each child's ending in item order; loaded only once none is open. */
   results: { state: string; output: JsonValue; error: JsonValue }[] | null;
+  /** The spawn was refused (no grant, no active version) and no child started: the step fails with this. */
+  refused?: FlowErrorBody;
 }
 
 /**
@@ -110,9 +112,10 @@ export async function onChildren(
   const running = inst.ctx.running;
   const step = running === null ? undefined : logic.steps[running.step];
   if (inst.state !== 'waiting' || running?.seq !== seq || step?.kind !== 'children') return null;
-  if (step.failurePolicy === 'fail_fast' && children.failed > 0) {
+  const refused = children.refused === undefined ? null : { ...children.refused, step: running.step };
+  if (refused !== null || (step.failurePolicy === 'fail_fast' && children.failed > 0)) {
     const d = new Draft(logic, inst, 'resumed', goOn);
-    const error = { code: 'CHILD_FAILED', message: `${children.failed} of ${children.total} children did not complete`, step: running.step };
+    const error = refused ?? { code: 'CHILD_FAILED', message: `${children.failed} of ${children.total} children did not complete`, step: running.step };
     d.finishAttempt(running, 'failed', null, error);
     d.ctx.running = null;
     d.commands.push({ type: 'cancelChildren' });

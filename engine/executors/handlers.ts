@@ -1,3 +1,4 @@
+import type { HandlerServes } from '../../contracts/grants.ts';
 import { UnknownHandler } from './errors.ts';
 
 /** Where a proxy-back call goes: the owning service's internal API. */
@@ -10,6 +11,15 @@ export interface HandlerProfile {
    * tenant's calls carry that tenant's credential (`FLOW_HANDLER_<NAME>_TOKEN__<ENV>`).
    */
   envTokens?: ReadonlyMap<string, string>;
+  /**
+   * The logicId globs whose versions may call this handler although their publisher's publish
+   * scope is narrowed (`FLOW_HANDLER_<NAME>_SERVES`, comma- or space-separated). Unset: only
+   * versions of un-narrowed publishers (ARCHITECTURE.md, Invariants: a version can do no more
+   * than its publisher).
+   */
+  serves?: readonly string[];
+  /** Per-env `FLOW_HANDLER_<NAME>_SERVES__<ENV>`, keyed by `envVarName(env)`; replaces `serves` in that env. */
+  envServes?: ReadonlyMap<string, readonly string[]>;
 }
 
 export type HandlerProfiles = ReadonlyMap<string, HandlerProfile>;
@@ -22,9 +32,15 @@ export function handlerEnvName(name: string): string {
 /** An env id as it appears in a variable name: upper-cased, `-` and `.` → `_` (as handler names). */
 export const envVarName = handlerEnvName;
 
+/** `"team-a.*, shared.audit"` → `['team-a.*', 'shared.audit']`. */
+export function parseServes(value: string): string[] {
+  return value.split(/[\s,]+/).filter((g) => g !== '');
+}
+
 /**
- * Reads `FLOW_HANDLER_<NAME>_URL`, `FLOW_HANDLER_<NAME>_TOKEN` and the per-env
- * `FLOW_HANDLER_<NAME>_TOKEN__<ENV>` once, at boot (ARCHITECTURE.md, Contracts: handler profiles).
+ * Reads `FLOW_HANDLER_<NAME>_URL`, `FLOW_HANDLER_<NAME>_TOKEN`, `FLOW_HANDLER_<NAME>_SERVES` and
+ * the per-env `FLOW_HANDLER_<NAME>_TOKEN__<ENV>` and `FLOW_HANDLER_<NAME>_SERVES__<ENV>` once, at
+ * boot (ARCHITECTURE.md, Contracts: handler profiles).
  * Profiles are keyed by the normalised name so a step may spell its handler either way.
  * `overrides` (name → URL) replace the URL and keep the tokens.
  */
@@ -32,8 +48,20 @@ export function loadHandlerProfiles(env: NodeJS.ProcessEnv = process.env, overri
   const urls = new Map<string, string>();
   const tokens = new Map<string, string>();
   const envTokens = new Map<string, Map<string, string>>();
+  const serves = new Map<string, string[]>();
+  const envServes = new Map<string, Map<string, string[]>>();
   for (const [key, value] of Object.entries(env)) {
     if (value === undefined || value === '') continue;
+    const servesPerEnv = /^FLOW_HANDLER_(.+)_SERVES__(.+)$/.exec(key);
+    const servesAll = /^FLOW_HANDLER_(.+)_SERVES$/.exec(key);
+    if (servesPerEnv !== null) {
+      envServes.set(servesPerEnv[1]!, new Map([...(envServes.get(servesPerEnv[1]!) ?? []), [servesPerEnv[2]!, parseServes(value)]]));
+      continue;
+    }
+    if (servesAll !== null) {
+      serves.set(servesAll[1]!, parseServes(value));
+      continue;
+    }
     const perEnv = /^FLOW_HANDLER_(.+)_TOKEN__(.+)$/.exec(key);
     const url = /^FLOW_HANDLER_(.+)_URL$/.exec(key);
     const token = /^FLOW_HANDLER_(.+)_TOKEN$/.exec(key);
@@ -46,7 +74,15 @@ export function loadHandlerProfiles(env: NodeJS.ProcessEnv = process.env, overri
   for (const [name, url] of urls) {
     const token = tokens.get(name);
     const perEnv = envTokens.get(name);
-    profiles.set(name, { url, ...(token ? { token } : {}), ...(perEnv ? { envTokens: perEnv } : {}) });
+    const globs = serves.get(name);
+    const perEnvGlobs = envServes.get(name);
+    profiles.set(name, {
+      url,
+      ...(token ? { token } : {}),
+      ...(perEnv ? { envTokens: perEnv } : {}),
+      ...(globs ? { serves: globs } : {}),
+      ...(perEnvGlobs ? { envServes: perEnvGlobs } : {}),
+    });
   }
   return profiles;
 }
@@ -61,4 +97,18 @@ export function resolveHandler(profiles: HandlerProfiles, name: string): Handler
 export function authorizationFor(profile: HandlerProfile, env: string): Record<string, string> {
   const token = profile.envTokens?.get(envVarName(env)) ?? profile.token;
   return token ? { authorization: `Bearer ${token}` } : {};
+}
+
+/**
+ * What each handler serves in `env`, for the grant rule (contracts/grants.ts): the per-env globs,
+ * else the profile's. A handler without a profile serves nothing.
+ */
+export function servesIn(profiles: HandlerProfiles, env: string): (handler: string) => HandlerServes {
+  return (handler) => {
+    const name = handlerEnvName(handler);
+    const p = profiles.get(name);
+    const perEnv = p?.envServes?.get(envVarName(env));
+    if (perEnv !== undefined) return { variable: `FLOW_HANDLER_${name}_SERVES__${envVarName(env)}`, globs: perEnv };
+    return { variable: `FLOW_HANDLER_${name}_SERVES`, globs: p?.serves };
+  };
 }

@@ -21,6 +21,8 @@ import { LogicCache } from './logic-cache.ts';
 import { mutateWorkflow } from './mutate.ts';
 import { authorize, Operations } from './operations.ts';
 import { ResumeTokens } from './resume-tokens.ts';
+import { GrantGate } from './grant-gate.ts';
+import { OPERATOR_GRANT, type PublisherGrant } from '../../contracts/grants.ts';
 import { IngestEventRequest, type IngestResult, ingestEvent } from './ingest-event.ts';
 import { OutboxRelay, type RelayTuning } from './outbox-relay.ts';
 import { startPinned } from './start-instance.ts';
@@ -103,6 +105,8 @@ export class Engine {
   /** Prometheus metrics (`flow_*`); `render()` gives the `/metrics` body. */
   readonly metrics: EngineMetrics;
   readonly #versions: Versions;
+  /** The grant rule at execution: which handlers each version may call (ARCHITECTURE.md, Invariants). */
+  readonly #grants: GrantGate;
   /** The module runtime this engine made (none when one was passed in): closed with it. */
   readonly #ownFuncs: FuncRuntime | null;
 
@@ -111,14 +115,16 @@ export class Engine {
     this.env = opts.env ?? 'default';
     const production = opts.production ?? false;
     this.logics = new LogicCache(opts.db);
-    this.#versions = new Versions(opts.db, this.logics);
+    const handlers = opts.executors?.handlers ?? new Map();
+    this.#grants = new GrantGate(opts.db, handlers);
+    this.#versions = new Versions(opts.db, this.logics, this.#grants, handlers);
     this.tokens = new ResumeTokens(secret(opts.tokenSecret, 'FLOW_TOKEN_SECRET', production));
     this.#callbackHosts = new Set(opts.callbackAllowlist ?? []);
     this.#maxInputBytes = opts.maxInputBytes ?? DEFAULT_MAX_INPUT_BYTES;
     const outboxSecret = secret(opts.outboxSecret, 'FLOW_OUTBOX_SECRET', production);
     const given = opts.executors ?? {};
     this.#ownFuncs = given.funcRuntime === undefined && given.func === undefined ? dbFuncRuntime(opts.db) : null;
-    const executors = createExecutors(this.#ownFuncs === null ? given : { ...given, funcRuntime: this.#ownFuncs });
+    const executors = this.#grants.wrap(createExecutors(this.#ownFuncs === null ? given : { ...given, funcRuntime: this.#ownFuncs }));
     this.metrics = new EngineMetrics(opts.db);
     const observer = withMetrics(this.metrics, opts.observer ?? {});
     this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, observer, opts.worker);
@@ -193,9 +199,13 @@ export class Engine {
    * (logicId, version) is FLOW_VERSION_CONFLICT. Refuses modules that do not hash to their key
    * (FLOW_MODULE_HASH_MISMATCH) and a version naming a module neither uploaded now nor stored in
    * the env (FLOW_MODULE_MISSING).
+   *
+   * `publisher` is the grant the version is published under and recorded with (contracts/grants.ts):
+   * a version that would do more than it allows is refused (FLOW_GRANT_HANDLER, FLOW_GRANT_CHILD,
+   * FLOW_GRANT_EVENT). Without one the publish is the operator's, which holds every grant.
    */
-  publishVersion(env: string, doc: unknown, modules?: Record<string, Uint8Array>): Promise<PublishResult> {
-    return this.#versions.publish(env, doc, modules);
+  publishVersion(env: string, doc: unknown, modules?: Record<string, Uint8Array>, publisher: PublisherGrant = OPERATOR_GRANT): Promise<PublishResult> {
+    return this.#versions.publish(env, doc, modules ?? {}, publisher);
   }
 
   /** Publishes a version whose modules (if any) are already stored; true when it was new. */

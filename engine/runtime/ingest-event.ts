@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { grantInForce, mayConsumeEvent } from '../../contracts/grants.ts';
 import { Json } from '../../contracts/index.ts';
 import { evaluateIn } from '../core/expressions.ts';
 import type { JsonValue } from '../core/instance.ts';
@@ -33,7 +34,8 @@ export const triggerKey = (eventKey: string, logicId: string) => `event:${eventK
  * Records the event and starts one instance per trigger on its type, each of the version active
  * now (the highest active one, pinned to it), with input = the trigger's expression over `{ event }` — all in the
  * caller's env-scoped transaction, so either the event and every start commit, or none does.
- * A registered trigger whose active version no longer declares it starts nothing.
+ * A registered trigger whose active version no longer declares it starts nothing, and neither
+ * does one its version's publisher may not consume (contracts/grants.ts).
  */
 export async function ingestEvent(c: Client, logics: LogicCache, env: string, e: IngestEventRequest): Promise<IngestResult> {
   const payload = (e.payload ?? null) as JsonValue;
@@ -49,6 +51,9 @@ export async function ingestEvent(c: Client, logics: LogicCache, env: string, e:
     const logic = found?.active ? found.doc : undefined;
     const trigger = logic?.triggers?.find((t) => t.event === e.type);
     if (logic === undefined || trigger === undefined) continue;
+    // nor does one whose publisher holds no flow:events for the type (a version recorded before
+    // grants were: until it is re-vouched for) — its trigger would hand it another team's events
+    if (!mayConsumeEvent(grantInForce(logic.logicId, found!.grants), e.type)) continue;
     const label = `${logic.logicId}@${logic.version}`;
     let input: JsonValue;
     try {

@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
 import { type LogicVersion, mermaidDiagram, parseLogicVersion } from '../../contracts/index.ts';
 import { FuncModuleError, inspectModule } from '../../host-functions/index.ts';
-import { ChildLogicMissing, ModuleHashMismatch, ModuleInvalid, ModuleMissing } from '../errors.ts';
+import { grantRefusals, type PublisherGrant } from '../../contracts/grants.ts';
+import { type HandlerProfiles, servesIn } from '../executors/handlers.ts';
+import { ChildLogicMissing, GrantRefused, ModuleHashMismatch, ModuleInvalid, ModuleMissing } from '../errors.ts';
 import type { Db } from '../store/db.ts';
 import { NotFound } from '../store/errors.ts';
 import { findVersionRow, listVersions, type VersionRow } from '../store/list-versions.ts';
@@ -10,6 +12,7 @@ import { putModules } from '../store/put-modules.ts';
 import { setVersionActive } from '../store/set-version-active.ts';
 import { storedModules } from '../store/stored-modules.ts';
 import { inEnv } from '../store/tx.ts';
+import type { GrantGate } from './grant-gate.ts';
 import type { LogicCache } from './logic-cache.ts';
 
 export interface PublishResult {
@@ -38,6 +41,8 @@ export class Versions {
   constructor(
     private readonly db: Db,
     private readonly logics: LogicCache,
+    private readonly grants: GrantGate,
+    private readonly handlers: HandlerProfiles,
   ) {}
 
   /**
@@ -45,11 +50,17 @@ export class Versions {
    * must hash to its key; each module the version names must be uploaded now or stored in the env
    * already. The same (logicId, version) with the same hash is `unchanged`; with another hash it
    * is refused (FLOW_VERSION_CONFLICT). The workflows its `children` steps start must be published
-   * first, so a spawn can never name a missing definition.
+   * first, so a spawn can never name a missing definition. The version may do no more than
+   * `publisher` (contracts/grants.ts; else GrantRefused), whose grant is recorded with it; the
+   * same hash published again under another such grant records that one (a re-vouch). Uploads
+   * the version does not name are not stored.
    */
-  async publish(env: string, doc: unknown, modules: Record<string, Uint8Array> = {}): Promise<PublishResult> {
+  async publish(env: string, doc: unknown, modules: Record<string, Uint8Array>, publisher: PublisherGrant): Promise<PublishResult> {
     const logic = parseLogicVersion(doc);
-    const uploads = checkedModules(modules);
+    const refusals = grantRefusals(logic, publisher, servesIn(this.handlers, env));
+    if (refusals.length > 0) throw new GrantRefused(logic, refusals);
+    const named = new Set(Object.values(logic.modules ?? {}).map((m) => m.sha256));
+    const uploads = new Map([...checkedModules(modules)].filter(([sha]) => named.has(sha)));
     for (const [name, m] of Object.entries(logic.modules ?? {})) {
       const bytes = uploads.get(m.sha256);
       if (bytes !== undefined) vetModule(logic, name, bytes, Object.keys(m.imports));
@@ -64,9 +75,10 @@ export class Versions {
         }
       }
       await putModules(c, env, uploads);
-      return publishLogicVersion(c, env, logic);
+      return publishLogicVersion(c, env, logic, publisher);
     });
     this.logics.remember(logic);
+    this.grants.forget(env, logic.hash);
     return { status: result ? 'new' : 'unchanged', logicId: logic.logicId, version: logic.version, hash: logic.hash };
   }
 

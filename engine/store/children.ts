@@ -1,3 +1,5 @@
+import { grantInForce, mayStartChild, type VouchEntry } from '../../contracts/grants.ts';
+import type { FlowErrorBody } from '../../contracts/index.ts';
 import { initialCtx, type Instance, type JsonValue } from '../core/instance.ts';
 import { OUTPUTS_OF_W, type Stored, storedCtx, toStored, type WorkflowRow } from './rows.ts';
 import type { Client } from './tx.ts';
@@ -8,26 +10,73 @@ const TERMINAL = `('completed', 'failed', 'compensated', 'cancelled', 'dead_lett
  * Inserts one child per input, all in one statement from a JSON array, pinned to `version` or to
  * the active version of `logicId`. Children start `pending` with no attempt prepared; the worker
  * that claims one runs its first transition. Returns how many were spawned.
+ *
+ * A spawn that may not happen (spawnRefusal) inserts none and wakes the parent at once instead:
+ * its fan-in finds no child and fails the step with the refusal (runtime/wakes.ts).
  */
 export async function spawnChildren(
   c: Client,
   parent: Instance,
   spawn: { logicId: string; version: number | null; inputs: JsonValue[]; seq: number },
 ): Promise<number> {
-  const res = await c.query(
-    `WITH lv AS (
-       SELECT logic_id, version, hash, doc FROM logic_versions
-       WHERE logic_id = $2 AND ($3::int IS NULL OR version = $3)
-       ORDER BY active DESC, version DESC LIMIT 1
-     )
-     INSERT INTO workflows (id, env_id, domain, logic_id, version, logic_hash, state, input, current_step, ctx,
-                            correlation_id, parent_id, parent_seq, branch_index)
-     SELECT gen_random_uuid(), $1, lv.doc->>'domain', lv.logic_id, lv.version, lv.hash, 'pending', item.value,
-            lv.doc->>'start', $8::jsonb, $4, $5, $6, item.ordinality - 1
-     FROM lv, jsonb_array_elements($7::jsonb) WITH ORDINALITY AS item`,
-    [parent.env, spawn.logicId, spawn.version, parent.correlationId, parent.id, spawn.seq, JSON.stringify(spawn.inputs), JSON.stringify(storedCtx(initialCtx()))],
-  );
+  const refused = await spawnRefusal(c, parent, spawn);
+  const res =
+    refused !== null
+      ? { rowCount: 0 }
+      : await c.query(
+          `WITH lv AS (
+             SELECT logic_id, version, hash, doc FROM logic_versions
+             WHERE env_id = $1 AND logic_id = $2 AND ($3::int IS NULL OR version = $3) AND active
+             ORDER BY version DESC LIMIT 1
+           )
+           INSERT INTO workflows (id, env_id, domain, logic_id, version, logic_hash, state, input, current_step, ctx,
+                                  correlation_id, parent_id, parent_seq, branch_index)
+           SELECT gen_random_uuid(), $1, lv.doc->>'domain', lv.logic_id, lv.version, lv.hash, 'pending', item.value,
+                  lv.doc->>'start', $8::jsonb, $4, $5, $6, item.ordinality - 1
+           FROM lv, jsonb_array_elements($7::jsonb) WITH ORDINALITY AS item`,
+          [parent.env, spawn.logicId, spawn.version, parent.correlationId, parent.id, spawn.seq, JSON.stringify(spawn.inputs), JSON.stringify(storedCtx(initialCtx()))],
+        );
+  if ((res.rowCount ?? 0) === 0) await signalSelf(c, parent, spawn.seq);
   return res.rowCount ?? 0;
+}
+
+/**
+ * Why a spawn of `logicId` by `parent` may not happen, or null: the parent's publisher holds no
+ * `flow:start` for it (FLOW_GRANT_CHILD; contracts/grants.ts, on the grant recorded with the
+ * parent's version), or no version of it takes new instances (FLOW_VERSION_RETIRED). Names its
+ * env explicitly: the fan-in asks as the scheduler, across envs.
+ */
+export async function spawnRefusal(
+  c: Client,
+  parent: Pick<Instance, 'env' | 'logicId' | 'logicHash'>,
+  spawn: { logicId: string; version: number | null },
+): Promise<FlowErrorBody | null> {
+  const res = await c.query<{ grants: VouchEntry[] | null; startable: boolean }>(
+    `SELECT (SELECT grants FROM logic_versions WHERE env_id = $1 AND hash = $2 LIMIT 1) AS grants,
+            EXISTS (SELECT 1 FROM logic_versions WHERE env_id = $1 AND logic_id = $3 AND ($4::int IS NULL OR version = $4) AND active) AS startable`,
+    [parent.env, parent.logicHash, spawn.logicId, spawn.version],
+  );
+  const row = res.rows[0]!;
+  if (!mayStartChild(grantInForce(parent.logicId, row.grants ?? []), spawn.logicId)) {
+    return {
+      code: 'FLOW_GRANT_CHILD',
+      message: `${parent.logicId} may not start ${spawn.logicId}: the grant recorded with its version holds no flow:start:${spawn.logicId}; re-publish it under a grant that does`,
+    };
+  }
+  if (!row.startable) {
+    const which = spawn.version === null ? `every version of ${spawn.logicId} is retired` : `${spawn.logicId}@${spawn.version} is retired`;
+    return { code: 'FLOW_VERSION_RETIRED', message: `${which}, so no child starts on it; reactivate it or publish a new version` };
+  }
+  return null;
+}
+
+/** A spawn that started nothing wakes its parent now, as the last child's ending would. */
+async function signalSelf(c: Client, parent: Instance, seq: number): Promise<void> {
+  await c.query(
+    `INSERT INTO timers (env_id, id, workflow_id, purpose, fire_at, payload)
+     VALUES ($1, gen_random_uuid(), $2, 'children', now(), jsonb_build_object('seq', $3::int))`,
+    [parent.env, parent.id, seq],
+  );
 }
 
 /**

@@ -6,15 +6,16 @@ import { principalOf, requireScope } from '../guard.ts';
 import { BEARER, PROBLEMS } from './shared.ts';
 
 /**
- * Event ingress: records the event and starts one instance per trigger on its type. Which
- * definitions start is known only inside the transaction, so this needs `flow:start` on every
- * definition (a glob-narrowed start scope is not enough).
+ * Event ingress: records the event and starts one instance per trigger on its type. The caller
+ * needs `flow:events` for the type (`flow:events:<glob>` matching it): posting an event is the
+ * right to speak for its type, not to start any definition. Which definitions start was decided
+ * by their publishers, each of whom held `flow:events` for the type (contracts/grants.ts).
  */
 export const eventRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (app, { engine }) => {
   app.post(
     '/v1/envs/:env/events',
     {
-      config: { scope: 'flow:start' },
+      config: { scope: 'flow:events' },
       schema: {
         tags: ['events'],
         summary: 'Ingest an event; each trigger on its type starts an instance (once per idempotency key)',
@@ -25,7 +26,7 @@ export const eventRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (app
       },
     },
     async (req, reply) => {
-      requireScope(principalOf(req), 'flow:start', undefined, `event ${req.body.type}`);
+      requireScope(principalOf(req), 'flow:events', req.body.type, `event ${req.body.type}`);
       const result = await engine.ingestEvent({ ...req.body, env: req.params.env });
       req.log.info({ event: req.body.type, started: result.ids, created: result.created }, 'event ingested');
       return reply.code(202).send(result);

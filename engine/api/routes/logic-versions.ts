@@ -34,7 +34,8 @@ export const logicVersionRoutes: FastifyPluginAsyncZod<{ engine: Engine; publish
       const logicId = String(req.body.logicVersion['logicId'] ?? '');
       requireScope(who, 'flow:publish', logicId, `LogicVersion ${logicId}`);
       const modules = Object.fromEntries(Object.entries(req.body.modules ?? {}).map(([sha, b64]) => [sha, new Uint8Array(Buffer.from(b64, 'base64'))]));
-      const result = await engine.publishVersion(req.params.env, req.body.logicVersion, modules);
+      // recorded with the version: what it may do at run time is what this caller may do now
+      const result = await engine.publishVersion(req.params.env, req.body.logicVersion, modules, { subject: who.subject, scopes: who.scopes });
       req.log.info({ logicId: result.logicId, version: result.version, status: result.status }, 'published');
       return reply.code(result.status === 'new' ? 201 : 200).send(result);
     },
