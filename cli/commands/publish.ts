@@ -11,7 +11,8 @@ export const PUBLISH_USAGE = 's8flow publish --to <dir | http(s)://engine> [--to
  * `s8flow publish`: publishes compiled artifacts, idempotently by hash.
  * - `--to http(s)://…` uploads each LogicVersion with its WASM modules through the engine's API
  *   (`--token`, or FLOW_TOKEN), children before their parents, and prints `new`, `unchanged` or
- *   `conflict` per version. Every node of that engine runs them at once.
+ *   `conflict` per version. Every node of that engine runs them at once. A version refused for doing more
+ *   than the token may (FLOW_GRANT_*) gets one line per refusal, naming the missing grant.
  * - `--to <dir>` copies them into an engine's artifact directory.
  * Exit code 0 when everything is published (or already was), 1 on any conflict (the same
  * logicId@version with another hash) or refusal.
@@ -56,6 +57,8 @@ async function publishOverHttp(baseUrl: string, from: string, token: string | un
       const what = err.code === 'FLOW_VERSION_CONFLICT' ? 'conflict' : 'refused';
       process.stdout.write(`${what.padEnd(9)} ${key} ${doc.hash}\n`);
       process.stderr.write(`s8flow publish: ${key}: ${err.message} [${err.code}]\n`);
+      // a grant refusal lists each thing the version may not do, with its code and the missing grant
+      for (const e of err.problem?.errors ?? []) process.stderr.write(`  ${key} ${e.path}: ${e.message}\n`);
     }
   }
   return failed === 0 ? 0 : 1;
