@@ -96,7 +96,7 @@ const ROUTES: RouteCase[] = [
   },
   {
     name: 'events',
-    scope: 'flow:start',
+    scope: 'flow:events',
     method: 'POST',
     url: (t) => `/v1/envs/${t.env}/events`,
     body: () => ({ type: 'matrix.happened', payload: {}, idempotencyKey: 'matrix-1' }),
