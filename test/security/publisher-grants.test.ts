@@ -175,6 +175,26 @@ describeEachDriver('a version can do no more than its publisher', (getDb) => {
     expect(payments.calls('/funds/capture')).toHaveLength(1);
   });
 
+  it('a legacy version’s compensation through an ungranted handler is refused at execution too', async () => {
+    const doc = evil('legacy-comp', {
+      start: 'work',
+      steps: {
+        work: { kind: 'proxy', method: 'POST', path: '/work', next: 'boom', compensate: { kind: 'proxy', handler: 'payments', method: 'POST', path: '/funds/capture' } },
+        boom: { kind: 'fail', code: 'BOOM' },
+      },
+    });
+    await inEnv(getDb(), ENV, (c) =>
+      c.query('INSERT INTO logic_versions (env_id, logic_id, version, hash, doc) VALUES ($1, $2, $3, $4, $5)', [ENV, doc.logicId, doc.version, doc.hash, JSON.stringify(doc)]),
+    );
+    const calls = payments.calls('/funds/capture').length;
+    const s = await engine.start({ env: ENV, logicId: doc.logicId, input: {} });
+    await settle(engine);
+    expect(payments.calls('/funds/capture')).toHaveLength(calls);
+    const record = await engine.get(s.id, ENV);
+    expect(record).toMatchObject({ state: 'dead_lettered', error: { code: 'FLOW_COMPENSATION_FAILED' } });
+    expect(record.steps.find((a) => a.kind === 'compensation')).toMatchObject({ state: 'failed', error: { code: 'FLOW_GRANT_HANDLER' } });
+  });
+
   it('a handler profile that stops serving a definition refuses its calls at execution, not only at publish', async () => {
     const own = makeLogic({ logicId: 'team-a.served', domain: 'team-a', start: 'work', steps: { work: { kind: 'proxy', method: 'POST', path: '/work' } } });
     expect((await publish(own)).statusCode).toBe(201);
