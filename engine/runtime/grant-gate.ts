@@ -1,6 +1,6 @@
 import { type GrantRefusal, grantInForce, grantRefusals } from '../../contracts/grants.ts';
 import type { LogicVersion } from '../../contracts/index.ts';
-import type { EffectKind, Executor, Executors } from '../executors/index.ts';
+import type { Attempt, EffectKind, Executor, Executors } from '../executors/index.ts';
 import { type HandlerProfiles, servesIn } from '../executors/handlers.ts';
 import type { Db } from '../store/db.ts';
 import { findVouches } from '../store/logic-versions.ts';
@@ -16,25 +16,33 @@ const REFRESH_MS = 60_000;
  * once per version and env, then at most once a minute.
  */
 export class GrantGate {
-  readonly #known = new Map<string, { refusals: readonly GrantRefusal[]; until: number }>();
+  /** env → hash → refusals (nested: no key string built per step). */
+  readonly #known = new Map<string, Map<string, { refusals: readonly GrantRefusal[]; until: number }>>();
   constructor(
     private readonly db: Db,
     private readonly handlers: HandlerProfiles,
   ) {}
 
+  /** The version's refusals in `env` when known and fresh: the step's path, without an await. */
+  known(env: string, logic: LogicVersion): readonly GrantRefusal[] | undefined {
+    const hit = this.#known.get(env)?.get(logic.hash);
+    return hit !== undefined && hit.until > Date.now() ? hit.refusals : undefined;
+  }
+
   async refusals(env: string, logic: LogicVersion): Promise<readonly GrantRefusal[]> {
-    const key = `${env}\u0000${logic.hash}`;
-    const hit = this.#known.get(key);
-    if (hit !== undefined && hit.until > Date.now()) return hit.refusals;
+    const hit = this.known(env, logic);
+    if (hit !== undefined) return hit;
     const found = await inEnv(this.db, env, (c) => findVouches(c, logic.hash));
     const refusals = grantRefusals(logic, grantInForce(logic.logicId, found?.vouched ?? []), servesIn(this.handlers, env));
-    this.#known.set(key, { refusals, until: Date.now() + REFRESH_MS });
+    const inEnvKnown = this.#known.get(env) ?? new Map();
+    inEnvKnown.set(logic.hash, { refusals, until: Date.now() + REFRESH_MS });
+    this.#known.set(env, inEnvKnown);
     return refusals;
   }
 
   /** This process published or re-vouched for the version: read its grant again on next use. */
   forget(env: string, hash: string): void {
-    this.#known.delete(`${env}\u0000${hash}`);
+    this.#known.get(env)?.delete(hash);
   }
 
   /**
@@ -44,18 +52,26 @@ export class GrantGate {
    */
   wrap(executors: Executors): Executors {
     const gated = <K extends EffectKind>(inner: Executor<K>): Executor<K> => {
-      const run: Executor<K> = async (def, a) => {
-        const part = a.running.kind === 'step' ? 'step' : 'compensate';
-        const refusals = await this.refusals(a.instance.env, a.logic);
-        const refused = refusals.find(
-          (r) => r.code === 'FLOW_GRANT_HANDLER' && r.step === a.running.step && (r.part === part || r.part?.startsWith('import:') === true),
-        );
-        if (refused !== undefined) return { status: 'failed', retryable: false, error: { code: refused.code, message: `${refused.message} (missing: ${refused.missing})` } };
-        return inner(def, a);
+      const checked: Executor<K> = (def, a) => {
+        const refusals = this.known(a.instance.env, a.logic);
+        // the common case, a known version refused nothing: straight through, no await added
+        if (refusals !== undefined && refusals.length === 0) return inner(def, a);
+        return (refusals !== undefined ? Promise.resolve(refusals) : this.refusals(a.instance.env, a.logic)).then((known) => {
+          const refused = refusalOf(known, a.running);
+          return refused === undefined
+            ? inner(def, a)
+            : { status: 'failed', retryable: false, error: { code: refused.code, message: `${refused.message} (missing: ${refused.missing})` } };
+        });
       };
-      if (inner.ahead !== undefined) run.ahead = inner.ahead;
-      return run;
+      if (inner.ahead !== undefined) checked.ahead = inner.ahead;
+      return checked;
     };
     return { proxy: gated(executors.proxy), http: gated(executors.http), func: gated(executors.func) };
   }
+}
+
+/** The handler refusal that applies to the attempt: its step's own call or compensation, or any host function of its module. */
+function refusalOf(refusals: readonly GrantRefusal[], running: Attempt['running']): GrantRefusal | undefined {
+  const part = running.kind === 'step' ? 'step' : 'compensate';
+  return refusals.find((r) => r.code === 'FLOW_GRANT_HANDLER' && r.step === running.step && (r.part === part || r.part?.startsWith('import:') === true));
 }
