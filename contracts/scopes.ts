@@ -5,6 +5,7 @@
  * A token's `scope` claim is space-separated. `flow:<verb>` grants the verb on every definition;
  * `flow:<verb>:<glob>` narrows it to the logicIds the glob matches (`*` is any run of characters),
  * as in `flow:repair:payments.*`. `flow:admin` (or `flow:admin:<glob>`) holds every flow scope.
+ * `flow:metrics` reads GET /metrics, which spans every env and definition: it is never narrowed.
  */
 
 export const FLOW_SCOPES = [
@@ -17,6 +18,7 @@ export const FLOW_SCOPES = [
   'flow:cancel',
   'flow:force-complete',
   'flow:replay',
+  'flow:metrics',
   'flow:admin',
 ] as const;
 export type FlowScope = (typeof FLOW_SCOPES)[number];

@@ -24,6 +24,11 @@ export interface ApiOptions {
   publishBodyLimit?: number;
   /** Fastify's pino logger: `false` for none, `true` or pino options. (Default: false) */
   logger?: FastifyServerOptions['logger'];
+  /**
+   * GET /metrics without a token. Otherwise it needs an un-narrowed `flow:metrics` (or `flow:admin`)
+   * for every env (`envs: ["*"]`): its series name every env's definitions. (Default: false)
+   */
+  metricsOpen?: boolean;
   /** The operator console at /ui and its routes (live stream, overview, bulk jobs). (Default: served, no dev token) */
   console?: Omit<ConsoleOptions, 'engine'> | false;
 }
@@ -62,7 +67,7 @@ export async function buildApi(opts: ApiOptions): Promise<Api> {
   app.get('/openapi.json', { config: { scope: null }, schema: { hide: true } }, async () => app.swagger());
 
   const { engine } = opts;
-  await app.register(healthRoutes, { engine, accepting: () => accepting });
+  await app.register(healthRoutes, { engine, accepting: () => accepting, metricsOpen: opts.metricsOpen ?? false });
   await app.register(logicVersionRoutes, { engine, publishBodyLimit });
   await app.register(workflowRoutes, { engine });
   await app.register(verbRoutes, { engine });
