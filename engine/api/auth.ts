@@ -14,6 +14,8 @@ export interface Principal {
   envs: string[];
   /** `scope`, split on spaces. */
   scopes: string[];
+  /** `exp` in ms since the epoch, when the token has one: a long-lived answer (a /live stream) ends then. */
+  expiresAt?: number;
 }
 
 export interface AuthOptions {
@@ -96,6 +98,7 @@ export function createAuthenticator(opts: AuthOptions): Authenticate {
       subject: claims.data.sub,
       envs: Object.freeze(claims.data.envs) as string[],
       scopes: Object.freeze(parseScopes(claims.data.scope)) as string[],
+      ...(payload.exp === undefined ? {} : { expiresAt: payload.exp * 1000 }),
     });
     trusted.delete(jwt);
     if (trusted.size >= TRUSTED_MAX) trusted.delete(trusted.keys().next().value!);

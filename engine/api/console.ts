@@ -101,13 +101,14 @@ export const consolePlugin: FastifyPluginAsyncZod<ConsoleOptions> = async (app, 
     async (req, reply) => {
       const { env, id } = req.params;
       const record = await engine.get(id, env);
-      requireScope(principalOf(req), 'flow:read', record.logicId, `workflow ${id}`);
+      const who = principalOf(req);
+      requireScope(who, 'flow:read', record.logicId, `workflow ${id}`);
       const logic = await engine.logics.get(env, record.logicHash);
       const audit = await engine.ops.audit(id, { env });
       reply.hijack();
       reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
-      const stop = await streamInstance(reply.raw, engine, changes, env, { record, audit, logic, mmd: (opts.diagram ?? mermaidDiagram)(logic) });
-      req.raw.once('close', stop);
+      // it ends when the client leaves or the token expires, whichever comes first
+      await streamInstance(reply.raw, engine, changes, env, { record, audit, logic, mmd: (opts.diagram ?? mermaidDiagram)(logic) }, { until: who.expiresAt });
     },
   );
 

@@ -48,7 +48,7 @@ describe('API authentication', () => {
     it(`verifies against a JWKS ${source === 'file' ? 'file (production)' : 'URL (development)'}`, async () => {
       const auth = createAuthenticator({ jwks: source === 'file' ? join(dir, 'jwks.json') : jwksUrl, ...idp, production: source === 'file' });
       const ok = await auth(`Bearer ${await signed({ envs: ['payments'], scope: 'flow:start flow:read:payments.*' })}`);
-      expect(ok).toEqual({ subject: 'svc@payments', envs: ['payments'], scopes: ['flow:start', 'flow:read:payments.*'] });
+      expect(ok).toEqual({ subject: 'svc@payments', envs: ['payments'], scopes: ['flow:start', 'flow:read:payments.*'], expiresAt: expect.any(Number) });
       // production requires exp
       if (source === 'file') expect(await refusal(auth, `Bearer ${await signed({ envs: ['payments'], scope: 'flow:start' }, null)}`)).toEqual({ code: 'FLOW_TOKEN_INVALID', status: 401 });
       expect(await refusal(auth, `Bearer ${await signed({ envs: ['payments'], scope: 'flow:start' }, -60)}`)).toEqual({ code: 'FLOW_TOKEN_EXPIRED', status: 401 });
@@ -69,7 +69,7 @@ describe('API authentication', () => {
 
   it('development verifies HS256 with the secret; production without a JWKS, or development without either, does not start', async () => {
     const dev = createAuthenticator({ secret: AUTH_SECRET, production: false });
-    expect(await dev(`Bearer ${await token({ sub: 'bob', envs: ['*'], scope: 'flow:admin' })}`)).toEqual({ subject: 'bob', envs: ['*'], scopes: ['flow:admin'] });
+    expect(await dev(`Bearer ${await token({ sub: 'bob', envs: ['*'], scope: 'flow:admin' })}`)).toEqual({ subject: 'bob', envs: ['*'], scopes: ['flow:admin'], expiresAt: expect.any(Number) });
     expect(await refusal(dev, `Bearer ${await token({ secret: 'a-different-secret-a-different-secret!!' })}`)).toEqual({ code: 'FLOW_TOKEN_INVALID', status: 401 });
     expect(() => createAuthenticator({ secret: AUTH_SECRET, production: true })).toThrow(expect.objectContaining({ code: 'FLOW_AUTH_UNCONFIGURED' }));
     expect(() => createAuthenticator({ production: false })).toThrow(expect.objectContaining({ code: 'FLOW_AUTH_UNCONFIGURED' }));
