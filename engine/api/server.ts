@@ -7,6 +7,7 @@ import { type AuthOptions, createAuthenticator } from './auth.ts';
 import { type ConsoleOptions, consolePlugin } from './console.ts';
 import { installGuard } from './guard.ts';
 import { installProblemHandlers } from './problem.ts';
+import { redactingLogger } from './redact.ts';
 import { callbackRoutes } from './routes/callbacks.ts';
 import { decisionRoutes } from './routes/decisions.ts';
 import { eventRoutes } from './routes/events.ts';
@@ -22,7 +23,7 @@ export interface ApiOptions {
   bodyLimit?: number;
   /** Largest publish body (a LogicVersion and its base64 WASM modules). (Default: 32 MiB) */
   publishBodyLimit?: number;
-  /** Fastify's pino logger: `false` for none, `true` or pino options. (Default: false) */
+  /** Fastify's pino logger: `false` for none, `true` or pino options; request URLs are logged with resume tokens redacted. (Default: false) */
   logger?: FastifyServerOptions['logger'];
   /**
    * GET /metrics without a token. Otherwise it needs an un-narrowed `flow:metrics` (or `flow:admin`)
@@ -47,7 +48,7 @@ export interface Api {
 export async function buildApi(opts: ApiOptions): Promise<Api> {
   const bodyLimit = opts.bodyLimit ?? 1024 * 1024;
   const publishBodyLimit = opts.publishBodyLimit ?? 32 * 1024 * 1024;
-  const app = Fastify({ logger: opts.logger ?? false, bodyLimit, return503OnClosing: true });
+  const app = Fastify({ logger: redactingLogger(opts.logger), bodyLimit, return503OnClosing: true });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   installProblemHandlers(app, (req) => req.routeOptions.bodyLimit ?? bodyLimit);
