@@ -35,7 +35,7 @@ function SignIn({ onToken }: { onToken: (t: string) => void }) {
   return (
     <main class="signin">
       <h1>Sentin8 Flow</h1>
-      <p>Paste a bearer token (mint one with <code>s8flow token</code>). The console calls the API with it; it is kept in this browser only.</p>
+      <p>Paste a bearer token (mint one with <code>s8flow token</code>). The console calls the API with it; it is kept in this tab only, until it closes.</p>
       <textarea value={text} onInput={(e) => setText((e.target as HTMLTextAreaElement).value)} rows={5} aria-label="token" />
       <button type="button" onClick={() => onToken(text.trim())} disabled={text.trim() === ''}>
         Sign in
@@ -48,12 +48,13 @@ function App() {
   const url = useLocation();
   const [config] = useState<Config>(() => JSON.parse(document.getElementById('flow-config')?.textContent ?? '{"env":"default"}'));
   // development only (s8flow dev): the server hands out a token, so the console signs in by itself
-  const [token, setToken] = useState<string | null>(() => localStorage.getItem('flow.token') ?? config.devToken ?? null);
+  // the token lives as long as the tab: sessionStorage, not localStorage, which outlives the session
+  const [token, setToken] = useState<string | null>(() => sessionStorage.getItem('flow.token') ?? config.devToken ?? null);
   if (token === null) {
     return (
       <SignIn
         onToken={(t) => {
-          localStorage.setItem('flow.token', t);
+          sessionStorage.setItem('flow.token', t);
           setToken(t);
         }}
       />
@@ -83,7 +84,7 @@ function App() {
             type="button"
             class="link"
             onClick={() => {
-              localStorage.removeItem('flow.token');
+              sessionStorage.removeItem('flow.token');
               setToken(null);
             }}
           >

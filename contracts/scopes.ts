@@ -7,6 +7,7 @@
  * as in `flow:repair:payments.*`. `flow:admin` (or `flow:admin:<glob>`) holds every flow scope.
  * `flow:events:<glob>` is the one scope whose glob matches event types, not logicIds: posting
  * such events, and publishing a version with a trigger on them.
+ * `flow:metrics` reads GET /metrics, which spans every env and definition: it is never narrowed.
  */
 
 export const FLOW_SCOPES = [
@@ -20,6 +21,7 @@ export const FLOW_SCOPES = [
   'flow:force-complete',
   'flow:replay',
   'flow:events',
+  'flow:metrics',
   'flow:admin',
 ] as const;
 export type FlowScope = (typeof FLOW_SCOPES)[number];

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { checkJwksSettings } from './api/auth.ts';
 import { AuthKeysMissing, ConfigInvalid, SecretMissing } from './errors.ts';
 import { parseAllowlist } from './executors/allowlist.ts';
 import { type HandlerProfiles, loadHandlerProfiles } from './executors/handlers.ts';
@@ -23,6 +24,9 @@ const EnvSchema = z.object({
   FLOW_EVENT_SINK_URL: httpUrl.optional(),
   FLOW_AUTH_SECRET: z.string().min(32, 'must be at least 32 characters (an HS256 key)').optional(),
   FLOW_AUTH_JWKS_URL: z.string().min(1).optional(),
+  FLOW_AUTH_ISSUER: z.string().min(1).optional(),
+  FLOW_AUTH_AUDIENCE: z.string().min(1).optional(),
+  FLOW_METRICS_OPEN: z.enum(['true', 'false'], { error: 'must be true or false' }).default('false'),
   FLOW_HOST: z.string().min(1).default('127.0.0.1'),
   FLOW_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
 });
@@ -42,8 +46,13 @@ export interface FlowConfig {
   httpAllowlist: string[];
   callbackAllowlist: string[];
   eventSinkUrl: string | undefined;
-  /** How the API verifies bearer tokens: a JWKS (URL or file) in production, HS256 in development. */
-  auth: { secret: string | undefined; jwksUrl: string | undefined };
+  /**
+   * How the API verifies bearer tokens: a JWKS (URL or file) in production, HS256 in development.
+   * With a JWKS, every token must carry `issuer` as `iss` and name `audience` in `aud`.
+   */
+  auth: { secret: string | undefined; jwksUrl: string | undefined; issuer: string | undefined; audience: string | undefined };
+  /** GET /metrics without a token (FLOW_METRICS_OPEN=true); else it needs `flow:metrics`. (Default: false) */
+  metricsOpen: boolean;
   /** Where the API listens. (Default: 127.0.0.1:8080) */
   listen: { host: string; port: number };
   handlers: HandlerProfiles;
@@ -66,6 +75,8 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): FlowConfig {
   if (production && env.FLOW_TOKEN_SECRET === undefined) throw new SecretMissing('FLOW_TOKEN_SECRET');
   if (production && env.FLOW_OUTBOX_SECRET === undefined) throw new SecretMissing('FLOW_OUTBOX_SECRET');
   if (production && env.FLOW_AUTH_JWKS_URL === undefined) throw new AuthKeysMissing('FLOW_AUTH_JWKS_URL');
+  const auth = { secret: env.FLOW_AUTH_SECRET, jwksUrl: env.FLOW_AUTH_JWKS_URL, issuer: env.FLOW_AUTH_ISSUER, audience: env.FLOW_AUTH_AUDIENCE };
+  checkJwksSettings({ jwks: auth.jwksUrl, issuer: auth.issuer, audience: auth.audience, production });
   const handlers = loadHandlerProfiles(given);
   for (const [name, profile] of handlers) {
     if (!httpUrl.safeParse(profile.url).success) throw new ConfigInvalid(`FLOW_HANDLER_${name}_URL`, 'must be an http(s) URL');
@@ -84,7 +95,8 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): FlowConfig {
     httpAllowlist: env.FLOW_HTTP_ALLOWLIST,
     callbackAllowlist: env.FLOW_CALLBACK_ALLOWLIST,
     eventSinkUrl: env.FLOW_EVENT_SINK_URL,
-    auth: { secret: env.FLOW_AUTH_SECRET, jwksUrl: env.FLOW_AUTH_JWKS_URL },
+    auth,
+    metricsOpen: env.FLOW_METRICS_OPEN === 'true',
     listen: { host: env.FLOW_HOST, port: env.FLOW_PORT },
     handlers,
   };

@@ -59,8 +59,8 @@ export class IdempotencyMismatch extends FlowError {
   constructor(key: string, existingId: string) {
     super(
       'FLOW_IDEMPOTENCY_MISMATCH',
-      `idempotency key ${key} was already used in this environment to start workflow ${existingId} with a different request ` +
-        '(logicId, version, input, correlationId or callback); use a new key for a new request, or repeat the original request exactly',
+      `idempotency key ${key} was already used in this environment to start workflow ${existingId} of the same definition with a different request ` +
+        '(version, input, correlationId or callback); use a new key for a new request, or repeat the original request exactly',
       { status: 409, details: { idempotencyKey: key, workflowId: existingId } },
     );
   }

@@ -56,7 +56,8 @@ export async function startCommand(argv: string[]): Promise<number> {
   const api = serveApi
     ? await buildApi({
         engine,
-        auth: { secret: config.auth.secret, jwks: config.auth.jwksUrl, production: config.production },
+        auth: { secret: config.auth.secret, jwks: config.auth.jwksUrl, issuer: config.auth.issuer, audience: config.auth.audience, production: config.production },
+        metricsOpen: config.metricsOpen,
         logger: { level: process.env['LOG_LEVEL'] ?? 'info' },
       })
     : null;

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { createLocalJWKSet, createRemoteJWKSet, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from 'jose';
 import { z } from 'zod';
 import { parseScopes } from '../../contracts/scopes.ts';
+import { ConfigInvalid } from '../errors.ts';
 import { AuthKeysUnavailable, AuthUnconfigured, TokenExpired, TokenInvalid, Unauthenticated } from './errors.ts';
 
 /** Who a verified token says is calling (claims: ARCHITECTURE.md, Contracts: HTTP API). */
@@ -13,6 +14,8 @@ export interface Principal {
   envs: string[];
   /** `scope`, split on spaces. */
   scopes: string[];
+  /** `exp` in ms since the epoch, when the token has one: a long-lived answer (a /live stream) ends then. */
+  expiresAt?: number;
 }
 
 export interface AuthOptions {
@@ -20,6 +23,10 @@ export interface AuthOptions {
   secret?: string | undefined;
   /** A JWKS: an http(s) URL (fetched and cached) or a file path (FLOW_AUTH_JWKS_URL). */
   jwks?: string | undefined;
+  /** The `iss` every token verified against the JWKS must carry (FLOW_AUTH_ISSUER); required with a JWKS. */
+  issuer?: string | undefined;
+  /** The `aud` every token verified against the JWKS must name (FLOW_AUTH_AUDIENCE); required with a JWKS. */
+  audience?: string | undefined;
   /** Production verifies only against the JWKS and requires `exp`. */
   production: boolean;
 }
@@ -48,9 +55,24 @@ const TRUSTED_MS = 60_000;
 /** Tokens kept at most; the oldest goes first. */
 const TRUSTED_MAX = 1024;
 
+/**
+ * Refuses a JWKS setting that would take tokens minted for someone else: without an issuer and an
+ * audience, any token the identity provider signs (for any client) would be accepted; over plain
+ * http in production, anyone on the path could swap the keys. A file path is read as it is.
+ */
+export function checkJwksSettings(opts: Pick<AuthOptions, 'jwks' | 'issuer' | 'audience' | 'production'>): void {
+  if (opts.jwks === undefined || opts.jwks === '') return;
+  if (opts.issuer === undefined || opts.issuer === '') throw new ConfigInvalid('FLOW_AUTH_ISSUER', 'required with FLOW_AUTH_JWKS_URL: the `iss` every token must carry');
+  if (opts.audience === undefined || opts.audience === '') throw new ConfigInvalid('FLOW_AUTH_AUDIENCE', 'required with FLOW_AUTH_JWKS_URL: the `aud` every token must name');
+  if (opts.production && /^http:\/\//i.test(opts.jwks)) throw new ConfigInvalid('FLOW_AUTH_JWKS_URL', 'must be an https URL (or a file path) in production');
+}
+
 export function createAuthenticator(opts: AuthOptions): Authenticate {
+  checkJwksSettings(opts);
   const { key, algorithms } = verificationKey(opts);
   const requiredClaims = opts.production ? ['sub', 'exp'] : ['sub'];
+  const jwks = opts.jwks !== undefined && opts.jwks !== '';
+  const expected = jwks ? { issuer: opts.issuer as string, audience: opts.audience as string } : {};
   const trusted = new Map<string, { principal: Principal; exp: number | undefined; until: number }>();
   return async (authorization) => {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
@@ -65,7 +87,7 @@ export function createAuthenticator(opts: AuthOptions): Authenticate {
     }
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(jwt, (await key) as JWTVerifyGetKey, { algorithms, requiredClaims }));
+      ({ payload } = await jwtVerify(jwt, (await key) as JWTVerifyGetKey, { algorithms, requiredClaims, ...expected }));
     } catch (err) {
       throw refusal(err);
     }
@@ -76,6 +98,7 @@ export function createAuthenticator(opts: AuthOptions): Authenticate {
       subject: claims.data.sub,
       envs: Object.freeze(claims.data.envs) as string[],
       scopes: Object.freeze(parseScopes(claims.data.scope)) as string[],
+      ...(payload.exp === undefined ? {} : { expiresAt: payload.exp * 1000 }),
     });
     trusted.delete(jwt);
     if (trusted.size >= TRUSTED_MAX) trusted.delete(trusted.keys().next().value!);

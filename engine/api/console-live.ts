@@ -20,10 +20,22 @@ export interface LiveUpdate {
 
 const signature = (a: StepAttempt) => `${a.state}|${a.finishedAt}|${a.generation}`;
 
+/** The longest a Node timer holds (2^31 - 1 ms); a later expiry is reached in steps. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+export interface StreamOptions {
+  /** When the caller's token expires (ms since the epoch): the stream ends then with an `expired` event. */
+  until?: number | undefined;
+}
+
 /**
  * Streams one instance as server-sent events: a `snapshot`, then an `update` per committed change,
  * woken by the `flow_changes` NOTIFY (no polling on either side). Changes that arrive while an
  * update is being read fold into the next one, so a busy instance costs one read at a time.
+ *
+ * The stream owns its end: when `out` closes — even while the subscription is still being
+ * registered — or the token expires, the subscription is let go. A subscription left behind is
+ * renewed in `change_watchers` and read on every change of the instance, for ever.
  */
 export async function streamInstance(
   out: ServerResponse,
@@ -31,18 +43,30 @@ export async function streamInstance(
   changes: Changes,
   env: string,
   first: LiveSnapshot,
-): Promise<() => void> {
+  opts: StreamOptions = {},
+): Promise<void> {
   const id = first.record.id;
   const sent = first.record.steps.map(signature);
   let audited = first.audit.length;
   let reading = false;
   let again = false;
   let closed = false;
+  let unsubscribe: (() => Promise<void>) | null = null;
+  let keepAlive: NodeJS.Timeout | undefined;
+  let expiry: NodeJS.Timeout | undefined;
   const write = (event: string, data: unknown) => {
     if (!closed) out.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
   };
+  const stop = () => {
+    if (closed) return;
+    closed = true;
+    clearInterval(keepAlive);
+    clearTimeout(expiry);
+    if (unsubscribe !== null) void unsubscribe();
+  };
+  out.once('close', stop);
   const refresh = async () => {
-    if (reading) {
+    if (reading || closed) {
       again = true;
       return;
     }
@@ -74,15 +98,32 @@ export async function streamInstance(
       reading = false;
     }
   };
+  const until = opts.until;
+  if (until !== undefined) {
+    const expire = () => {
+      write('expired', { message: 'the token expired: reconnect with a fresh one' });
+      stop();
+      out.end();
+    };
+    const arm = () => {
+      const left = until - Date.now();
+      if (left <= 0) expire();
+      else expiry = setTimeout(arm, Math.min(left, MAX_TIMER_MS)).unref();
+    };
+    arm();
+  }
   write('snapshot', first);
-  const unsubscribe = await changes.subscribe(id, () => void refresh());
+  const leave = await changes.subscribe(id, () => void refresh());
+  // the client left (or the token expired) while the subscription was being registered
+  if (closed) {
+    void leave();
+    return;
+  }
+  unsubscribe = leave;
   // the snapshot was read before the subscription: catch a change that fell in between
   void refresh();
   // a comment now and then keeps proxies from closing an idle stream
-  const keepAlive = setInterval(() => out.write(': keep-alive\n\n'), 15_000).unref();
-  return () => {
-    closed = true;
-    clearInterval(keepAlive);
-    void unsubscribe();
-  };
+  keepAlive = setInterval(() => {
+    if (!closed) out.write(': keep-alive\n\n');
+  }, 15_000).unref();
 }

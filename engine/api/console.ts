@@ -1,3 +1,4 @@
+import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { BulkJob, BulkPreview, BulkRequest, BulkVerb } from '../../contracts/api/bulk.ts';
@@ -18,7 +19,10 @@ export interface ConsoleOptions {
   engine: Engine;
   /** Mermaid text of a version, for its diagram. (Default: the compiler's `.mmd`, contracts/mermaid.ts) */
   diagram?: (doc: LogicVersion) => string;
-  /** `s8flow dev` only: mints the token the console signs in with by itself. Never set in production. */
+  /**
+   * `s8flow dev` only: mints the token the console signs in with by itself, handed only to a page
+   * loaded from localhost, 127.0.0.1 or [::1] on the listening port. Never set in production.
+   */
   devToken?: () => Promise<string>;
   /** The env the console opens on. (Default: the engine's) */
   env?: string;
@@ -30,6 +34,19 @@ const shell = (config: unknown) => `<!doctype html>
 <title>Sentin8 Flow</title><link rel="icon" href="data:,"><link rel="stylesheet" href="/ui/assets/console.css">
 <script id="flow-config" type="application/json">${JSON.stringify(config).replace(/</g, '\\u003c')}</script></head>
 <body><div id="app"></div><script type="module" src="/ui/assets/console.js"></script></body></html>`;
+
+const LOOPBACK_NAMES = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+/**
+ * True when the page was asked for by a loopback name or address on the port this socket listens
+ * on: the only pages `s8flow dev` hands its token to. DNS rebinding (a page of evil.example whose
+ * name now resolves to 127.0.0.1) reaches the same socket but sends its own name as `Host`.
+ */
+function fromLoopback(req: FastifyRequest): boolean {
+  const m = /^(\[[^\]]*\]|[^:]+)(?::(\d{1,5}))?$/.exec((req.headers.host ?? '').toLowerCase());
+  if (m === null || !LOOPBACK_NAMES.has(m[1]!)) return false;
+  return Number(m[2] ?? 80) === req.socket.localPort;
+}
 
 const JobParams = z.strictObject({ env: EnvParams.shape.env, jobId: z.uuid() });
 const hidden = { hide: true } as const;
@@ -67,7 +84,7 @@ export const consolePlugin: FastifyPluginAsyncZod<ConsoleOptions> = async (app, 
     const path = (req.params as { '*': string })['*'];
     if (path === 'assets/console.js') return reply.type('text/javascript; charset=utf-8').header('cache-control', 'no-cache').send((await bundle).js);
     if (path === 'assets/console.css') return reply.type('text/css; charset=utf-8').header('cache-control', 'no-cache').send((await bundle).css);
-    const config = { env: opts.env ?? engine.env, ...(opts.devToken ? { devToken: await opts.devToken() } : {}) };
+    const config = { env: opts.env ?? engine.env, ...(opts.devToken && fromLoopback(req) ? { devToken: await opts.devToken() } : {}) };
     if (path === 'config.json') return config;
     // every other path is a page of the single-page app
     return reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(shell(config));
@@ -101,13 +118,14 @@ export const consolePlugin: FastifyPluginAsyncZod<ConsoleOptions> = async (app, 
     async (req, reply) => {
       const { env, id } = req.params;
       const record = await engine.get(id, env);
-      requireScope(principalOf(req), 'flow:read', record.logicId, `workflow ${id}`);
+      const who = principalOf(req);
+      requireScope(who, 'flow:read', record.logicId, `workflow ${id}`);
       const logic = await engine.logics.get(env, record.logicHash);
       const audit = await engine.ops.audit(id, { env });
       reply.hijack();
       reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
-      const stop = await streamInstance(reply.raw, engine, changes, env, { record, audit, logic, mmd: (opts.diagram ?? mermaidDiagram)(logic) });
-      req.raw.once('close', stop);
+      // it ends when the client leaves or the token expires, whichever comes first
+      await streamInstance(reply.raw, engine, changes, env, { record, audit, logic, mmd: (opts.diagram ?? mermaidDiagram)(logic) }, { until: who.expiresAt });
     },
   );
 

@@ -2,6 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { FlowError } from '../../contracts/errors.ts';
 import { PROBLEM_CONTENT_TYPE, type Problem, problemType } from '../../contracts/api/problem.ts';
+import { redactUrl } from './redact.ts';
 import { BodyTooLarge, Internal, MalformedJson, RouteNotFound, SchemaInvalid, UnsupportedMediaType } from './errors.ts';
 
 const TITLES: Record<number, string> = {
@@ -28,7 +29,7 @@ export function installProblemHandlers(app: FastifyInstance, bodyLimitOf: (req: 
     if (flow.status >= 500) req.log.error({ err }, 'request failed');
     return sendProblem(reply, req, flow);
   });
-  app.setNotFoundHandler((req, reply) => sendProblem(reply, req, new RouteNotFound(req.method, req.url.split('?')[0]!)));
+  app.setNotFoundHandler((req, reply) => sendProblem(reply, req, new RouteNotFound(req.method, redactUrl(req.url.split('?')[0]!))));
 }
 
 export function sendProblem(reply: FastifyReply, req: FastifyRequest, err: FlowError): FastifyReply {
@@ -38,7 +39,7 @@ export function sendProblem(reply: FastifyReply, req: FastifyRequest, err: FlowE
     status: err.status,
     code: err.code,
     detail: err.message,
-    instance: req.url.split('?')[0]!,
+    instance: redactUrl(req.url.split('?')[0]!),
   };
   const errors = problemList(err.details);
   if (errors !== undefined) body.errors = errors;

@@ -1,3 +1,4 @@
+import helmet from '@fastify/helmet';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
@@ -7,6 +8,7 @@ import { type AuthOptions, createAuthenticator } from './auth.ts';
 import { type ConsoleOptions, consolePlugin } from './console.ts';
 import { installGuard } from './guard.ts';
 import { installProblemHandlers } from './problem.ts';
+import { redactingLogger } from './redact.ts';
 import { callbackRoutes } from './routes/callbacks.ts';
 import { decisionRoutes } from './routes/decisions.ts';
 import { eventRoutes } from './routes/events.ts';
@@ -22,8 +24,13 @@ export interface ApiOptions {
   bodyLimit?: number;
   /** Largest publish body (a LogicVersion and its base64 WASM modules). (Default: 32 MiB) */
   publishBodyLimit?: number;
-  /** Fastify's pino logger: `false` for none, `true` or pino options. (Default: false) */
+  /** Fastify's pino logger: `false` for none, `true` or pino options; request URLs are logged with resume tokens redacted. (Default: false) */
   logger?: FastifyServerOptions['logger'];
+  /**
+   * GET /metrics without a token. Otherwise it needs an un-narrowed `flow:metrics` (or `flow:admin`)
+   * for every env (`envs: ["*"]`): its series name every env's definitions. (Default: false)
+   */
+  metricsOpen?: boolean;
   /** The operator console at /ui and its routes (live stream, overview, bulk jobs). (Default: served, no dev token) */
   console?: Omit<ConsoleOptions, 'engine'> | false;
 }
@@ -42,9 +49,33 @@ export interface Api {
 export async function buildApi(opts: ApiOptions): Promise<Api> {
   const bodyLimit = opts.bodyLimit ?? 1024 * 1024;
   const publishBodyLimit = opts.publishBodyLimit ?? 32 * 1024 * 1024;
-  const app = Fastify({ logger: opts.logger ?? false, bodyLimit, return503OnClosing: true });
+  const app = Fastify({ logger: redactingLogger(opts.logger), bodyLimit, return503OnClosing: true });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
+  // On every answer, API and console alike (registered first, so a refusal at the guard carries
+  // them too): no sniffing, no framing (clickjacking of the verbs), and a CSP that lets the console
+  // run its own bundle and nothing else — no inline script, no eval, no other origin. Inline styles
+  // stay allowed: the /docs viewer sets them. No upgrade-insecure-requests: `s8flow dev` serves
+  // plain http on loopback.
+  await app.register(helmet, {
+    frameguard: { action: 'deny' },
+    contentSecurityPolicy: {
+      useDefaults: false,
+      directives: {
+        defaultSrc: ["'self'"],
+        scriptSrc: ["'self'"],
+        scriptSrcAttr: ["'none'"],
+        styleSrc: ["'self'", "'unsafe-inline'"],
+        imgSrc: ["'self'", 'data:'],
+        fontSrc: ["'self'", 'data:'],
+        connectSrc: ["'self'"],
+        objectSrc: ["'none'"],
+        baseUri: ["'self'"],
+        formAction: ["'self'"],
+        frameAncestors: ["'none'"],
+      },
+    },
+  });
   installProblemHandlers(app, (req) => req.routeOptions.bodyLimit ?? bodyLimit);
   installGuard(app, createAuthenticator(opts.auth));
   let accepting = true;
@@ -62,7 +93,7 @@ export async function buildApi(opts: ApiOptions): Promise<Api> {
   app.get('/openapi.json', { config: { scope: null }, schema: { hide: true } }, async () => app.swagger());
 
   const { engine } = opts;
-  await app.register(healthRoutes, { engine, accepting: () => accepting });
+  await app.register(healthRoutes, { engine, accepting: () => accepting, metricsOpen: opts.metricsOpen ?? false });
   await app.register(logicVersionRoutes, { engine, publishBodyLimit });
   await app.register(workflowRoutes, { engine });
   await app.register(verbRoutes, { engine });

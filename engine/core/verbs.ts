@@ -139,3 +139,21 @@ export async function forceComplete(logic: LogicVersion, inst: Instance, args: F
   await enter(d, logic.steps[args.step]!.next ?? null);
   return d.done();
 }
+
+/**
+ * The decision steps a verb would settle without an approver answering them: the step
+ * force-complete marks done or repair rewinds to (with a new input, the question changes), and,
+ * for a rewind to a step this instance has not reached, every decision not answered yet — the
+ * jump may pass it. A rewind to a step already reached asks its decisions again, and needs
+ * nothing more. The runtime requires the approver's scopes for each (Operations).
+ */
+export function decisionsSettledBy(logic: LogicVersion, inst: Instance, verb: 'force_complete' | 'repair' | 'replay_from', step: string): string[] {
+  const isDecision = (s: string) => logic.steps[s]?.kind === 'decision';
+  const settled = new Set<string>();
+  if (verb !== 'replay_from' && isDecision(step)) settled.add(step);
+  const reached = step === inst.currentStep || inst.ctx.order.includes(step);
+  if (verb !== 'force_complete' && !reached) {
+    for (const s of Object.keys(logic.steps)) if (isDecision(s) && !(s in inst.ctx.outputs)) settled.add(s);
+  }
+  return [...settled];
+}

@@ -23,6 +23,18 @@ async function runOn(d: Draft, output: JsonValue, next: string | null): Promise<
 }
 
 /**
+ * Refuses unless `approver` holds the decision step's `approverScope` (where it declares one). The
+ * one check for everything that settles a decision: an answer, and an operator verb that would
+ * settle it instead (Operations). `flow:decide` for the definition is checked before, with the
+ * other scopes.
+ */
+export function refuseUnlessApprover(approver: { subject: string; scopes: readonly string[] }, stepName: string, step: { approverScope?: string | undefined }): void {
+  if (step.approverScope !== undefined && !approver.scopes.includes(step.approverScope)) {
+    throw new Refused('FLOW_APPROVER_FORBIDDEN', `${approver.subject} lacks scope ${step.approverScope} to decide ${stepName}`, 403);
+  }
+}
+
+/**
  * An approver answers a decision. Refused, changing nothing, when the instance is not parked on
  * that decision (wrong step, already answered), the option is not offered, the payload breaks the
  * decision's schema, or the approver lacks `approverScope` — checked now, at execution time.
@@ -43,9 +55,7 @@ export async function onResume(logic: LogicVersion, inst: Instance, args: Resume
   if (problems.length > 0) {
     throw new Refused('FLOW_DECISION_PAYLOAD_INVALID', `decision payload breaks the schema of ${args.step}: ${problems.join('; ')}`, 422);
   }
-  if (step.approverScope !== undefined && !args.approver.scopes.includes(step.approverScope)) {
-    throw new Refused('FLOW_APPROVER_FORBIDDEN', `${args.approver.subject} lacks scope ${step.approverScope} to decide ${args.step}`, 403);
-  }
+  refuseUnlessApprover(args.approver, args.step, step);
   const d = new Draft(logic, inst, 'verb.resume');
   const decision = { option: args.option, payload: args.payload ?? null, approvedBy: args.approver.subject };
   d.ctx.decision = decision;

@@ -1,3 +1,4 @@
+import type { LogicVersion } from '../../contracts/index.ts';
 import type { Instance } from '../core/instance.ts';
 import { apply, type TraceEvent } from '../core/journal.ts';
 import type { Transition } from '../core/transition.ts';
@@ -22,7 +23,7 @@ export interface MutateOptions {
   /** The audit row written with the change (a verb, a resume). */
   audit?: AuditOf;
   /** Refuses (throws) when the caller may not act on this instance; read first, so a wrong env is a 404. */
-  allow?: (inst: Instance) => void;
+  allow?: (inst: Instance, logic: LogicVersion) => void;
 }
 
 /**
@@ -44,7 +45,7 @@ export async function mutateWorkflow(
     const stored = await loadWorkflow(c, id, { forUpdate: true });
     if (stored === null) throw new NotFound(`workflow ${id}`);
     const logic = await logics.get(env, stored.instance.logicHash, c);
-    allow?.(stored.instance);
+    allow?.(stored.instance, logic);
     const t = await apply(logic, stored.instance, event);
     // every event from outside the worker loop decides something or is refused (it throws)
     if (t === null) throw new Error(`workflow ${id}: ${event.type} decided nothing`);

@@ -3,7 +3,8 @@ import type { LogicVersion, WorkflowRecord } from '../../contracts/index.ts';
 import type { Instance } from '../core/instance.ts';
 import { type Preview, previewRewind, simulate } from '../core/preview.ts';
 import type { VerbEvent } from '../core/journal.ts';
-import { type CancelArgs, cancel, type ForceCompleteArgs, forceComplete, type RewindArgs, retry, } from '../core/verbs.ts';
+import { type CancelArgs, cancel, decisionsSettledBy, type ForceCompleteArgs, forceComplete, type RewindArgs, retry } from '../core/verbs.ts';
+import { refuseUnlessApprover } from '../core/wake.ts';
 import { ScopeMissing } from '../errors.ts';
 import { type AuditRow, listAudit } from '../store/audit.ts';
 import type { Db } from '../store/db.ts';
@@ -35,7 +36,6 @@ const VERB_SCOPES = {
   cancel: 'flow:cancel',
   force_complete: 'flow:force-complete',
 } as const satisfies Record<string, FlowScope>;
-type Verb = keyof typeof VERB_SCOPES;
 
 /**
  * Refuses unless `actor` holds `scope` for the instance's definition. Called after the instance
@@ -43,6 +43,23 @@ type Verb = keyof typeof VERB_SCOPES;
  */
 export function authorize(actor: Actor, scope: FlowScope, inst: Pick<Instance, 'logicId' | 'id'>): void {
   if (!grants(actor.scopes, scope, inst.logicId)) throw new ScopeMissing(actor.subject, scope, `workflow ${inst.id} (${inst.logicId})`);
+}
+
+/**
+ * Refuses unless `actor` may apply `event` to the instance: the verb's scope, and where the verb
+ * would settle a decision instead of an approver (force-complete on it, a rewind to it or past
+ * it), the scopes an approver needs to answer it. One check for every path: a verb, its dry run,
+ * a bulk job.
+ */
+function authorizeVerb(actor: Actor, event: VerbEvent, logic: LogicVersion, inst: Instance): void {
+  authorize(actor, VERB_SCOPES[event.verb], inst);
+  if (event.verb !== 'force_complete' && event.verb !== 'repair' && event.verb !== 'replay_from') return;
+  for (const step of decisionsSettledBy(logic, inst, event.verb, event.args.step)) {
+    if (!grants(actor.scopes, 'flow:decide', inst.logicId)) {
+      throw new ScopeMissing(actor.subject, 'flow:decide', `${event.verb} of workflow ${inst.id} (${inst.logicId}), which settles its decision ${step}`);
+    }
+    refuseUnlessApprover(actor, step, logic.steps[step] as { approverScope?: string });
+  }
 }
 
 /**
@@ -81,26 +98,26 @@ export class Operations {
 
   /** Dry run of repair: what would run again, which steps call out, which compensations register. */
   previewRepair(id: string, args: { rewindTo: string; input?: unknown }, o: VerbOptions): Promise<Preview> {
-    return this.#preview(id, 'repair', o, (logic, inst) => previewRewind(logic, inst, 'verb.repair', rewindArgs(args)));
+    return this.#preview(id, { type: 'verb', verb: 'repair', args: rewindArgs(args) }, o, (logic, inst) => previewRewind(logic, inst, 'verb.repair', rewindArgs(args)));
   }
 
   previewReplayFrom(id: string, args: { step: string }, o: VerbOptions): Promise<Preview> {
-    return this.#preview(id, 'replay_from', o, (logic, inst) => previewRewind(logic, inst, 'verb.replay_from', { step: args.step }));
+    return this.#preview(id, { type: 'verb', verb: 'replay_from', args: { step: args.step } }, o, (logic, inst) => previewRewind(logic, inst, 'verb.replay_from', { step: args.step }));
   }
 
   /** Dry run of retry: the step (or compensation) that would run again, under the same generation's keys. */
   previewRetry(id: string, o: VerbOptions): Promise<Preview> {
-    return this.#preview(id, 'retry', o, async (logic, inst) => simulate(logic, inst, await retry(logic, inst)));
+    return this.#preview(id, { type: 'verb', verb: 'retry' }, o, async (logic, inst) => simulate(logic, inst, await retry(logic, inst)));
   }
 
   /** Dry run of cancel: with `compensate`, the compensations that would run, last registered first. */
   previewCancel(id: string, args: CancelArgs, o: VerbOptions): Promise<Preview> {
-    return this.#preview(id, 'cancel', o, async (logic, inst) => simulate(logic, inst, await cancel(logic, inst, args)));
+    return this.#preview(id, { type: 'verb', verb: 'cancel', args }, o, async (logic, inst) => simulate(logic, inst, await cancel(logic, inst, args)));
   }
 
   /** Dry run of force-complete: the steps that would run after the forced output. */
   previewForceComplete(id: string, args: ForceCompleteArgs, o: VerbOptions): Promise<Preview> {
-    return this.#preview(id, 'force_complete', o, async (logic, inst) => simulate(logic, inst, await forceComplete(logic, inst, args)));
+    return this.#preview(id, { type: 'verb', verb: 'force_complete', args }, o, async (logic, inst) => simulate(logic, inst, await forceComplete(logic, inst, args)));
   }
 
   listDeadLettered(o: { env?: string; limit?: number } = {}): Promise<ListedInstance[]> {
@@ -126,16 +143,17 @@ export class Operations {
     const { verb } = event;
     const env = o.env ?? this.defaultEnv;
     const audit = { verb, actor: o.actor.subject, reason: o.reason ?? null, args };
-    await mutateWorkflow(this.db, this.logics, env, id, event, { audit, allow: (inst) => authorize(o.actor, VERB_SCOPES[verb], inst) });
+    await mutateWorkflow(this.db, this.logics, env, id, event, { audit, allow: (inst, logic) => authorizeVerb(o.actor, event, logic, inst) });
     return this.afterChange(id, env);
   }
 
-  async #preview(id: string, verb: Verb, o: VerbOptions, run: (logic: LogicVersion, inst: Instance) => Promise<Preview>): Promise<Preview> {
+  async #preview(id: string, event: VerbEvent, o: VerbOptions, run: (logic: LogicVersion, inst: Instance) => Promise<Preview>): Promise<Preview> {
     return inEnv(this.db, o.env ?? this.defaultEnv, async (c) => {
       const stored = await loadWorkflow(c, id);
       if (stored === null) throw new NotFound(`workflow ${id}`);
-      authorize(o.actor, VERB_SCOPES[verb], stored.instance);
-      return run(await this.logics.get(stored.instance.env, stored.instance.logicHash, c), stored.instance);
+      const logic = await this.logics.get(stored.instance.env, stored.instance.logicHash, c);
+      authorizeVerb(o.actor, event, logic, stored.instance);
+      return run(logic, stored.instance);
     });
   }
 }

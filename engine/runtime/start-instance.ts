@@ -13,8 +13,9 @@ export interface StartSpec {
   input: unknown;
   correlationId: string | null;
   /**
-   * The same key in the env returns the first instance instead of starting another, when the
-   * request is the same; with a different request it is refused (FLOW_IDEMPOTENCY_MISMATCH).
+   * The same key for the same definition in the env returns the first instance instead of
+   * starting another, when the request is the same; with a different request it is refused
+   * (FLOW_IDEMPOTENCY_MISMATCH). Keys of different logicIds never meet.
    */
   idempotencyKey: string | null;
   /** The version the request asked for (null: the active one), part of what the key stands for. (Default: null) */
@@ -46,7 +47,7 @@ export async function startPinned(c: Client, logics: LogicCache, logic: LogicVer
 /**
  * What a start's idempotency key stands for: the sha256 of the canonical JSON of the request as
  * normalised (defaults filled in, field order irrelevant). The env is left out (keys are per
- * env), and so is the version the request resolved to: a repeat after a new version was published
+ * env and logicId), and so is the version the request resolved to: a repeat after a new version was published
  * is still the same request.
  */
 export function startRequestHash(logicId: string, spec: Omit<StartSpec, 'env' | 'idempotencyKey'>): string {

@@ -6,7 +6,7 @@ import { storedCtx } from './rows.ts';
 import type { Client } from './tx.ts';
 
 export interface StartKey {
-  /** Unique per env: a second insert with it inserts nothing. */
+  /** Unique per (env, logicId): a second insert with it for the same definition inserts nothing. */
   idempotencyKey: string | null;
   /** What the key stands for (a hash of the start request), kept to tell a repeat from a misuse. */
   requestHash?: string | null;
@@ -17,8 +17,9 @@ export interface StartKey {
 
 /**
  * Inserts a new instance together with its first transition (the first step prepared, or pure
- * steps already run). With an idempotency key already used in this env, inserts nothing and
- * returns the existing instance's id and the request hash it was started with.
+ * steps already run). With an idempotency key already used for this definition in this env,
+ * inserts nothing and returns the existing instance's id and the request hash it was started
+ * with — never an instance of another definition (keys of different logicIds do not meet).
  */
 export async function insertWorkflow(
   c: Client,
@@ -33,7 +34,7 @@ export async function insertWorkflow(
                             request_hash)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
              now() + coalesce($18::float8, 0) * interval '1 millisecond', $19, $20)
-     ON CONFLICT (env_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+     ON CONFLICT (env_id, logic_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
      RETURNING id`,
     [
       i.id,
@@ -60,8 +61,8 @@ export async function insertWorkflow(
   );
   if (res.rows.length === 0) {
     const existing = await c.query<{ id: string; request_hash: string | null }>(
-      'SELECT id, request_hash FROM workflows WHERE idempotency_key = $1',
-      [idempotencyKey],
+      'SELECT id, request_hash FROM workflows WHERE logic_id = $1 AND idempotency_key = $2',
+      [i.logicId, idempotencyKey],
     );
     const row = existing.rows[0]!;
     return { id: row.id, created: false, requestHash: row.request_hash };

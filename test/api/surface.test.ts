@@ -73,10 +73,10 @@ describeEachDriver('the API surface', (getDb) => {
     expect(script.body.length).toBeGreaterThan(100_000);
   });
 
-  it('/healthz, /readyz and /metrics need no token; /metrics is Prometheus text with flow_* series', async () => {
+  it('/healthz and /readyz need no token; /metrics takes flow:metrics and is Prometheus text with flow_* series', async () => {
     expect((await api.app.inject({ url: '/healthz' })).json()).toEqual({ status: 'ok' });
     expect((await api.app.inject({ url: '/readyz' })).json()).toEqual({ status: 'ready' });
-    const metrics = await api.app.inject({ url: '/metrics' });
+    const metrics = await api.app.inject({ url: '/metrics', headers: await bearer({ envs: ['*'], scope: 'flow:metrics' }) });
     expect(metrics.headers['content-type']).toMatch(/^text\/plain/);
     expect(metrics.body).toMatch(/^flow_runnable_instances \d+/m);
   });

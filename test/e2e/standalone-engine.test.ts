@@ -149,9 +149,11 @@ describe.skipIf(url === undefined)('the standalone engine, end to end on Postgre
     expect(conflict.stderr).toContain('FLOW_VERSION_CONFLICT');
   }, 120_000);
 
-  it('answers /readyz and /metrics without a token, and stops gracefully on SIGTERM', async () => {
+  it('answers /readyz without a token and /metrics with flow:metrics, and stops gracefully on SIGTERM', async () => {
     expect(await fetch(`${engineUrl}/readyz`).then((r) => r.status)).toBe(200);
-    expect(await fetch(`${engineUrl}/metrics`).then((r) => r.text())).toMatch(/^flow_runnable_instances 0$/m);
+    expect(await fetch(`${engineUrl}/metrics`).then((r) => r.status)).toBe(401);
+    const scraper = await token({ sub: 'prometheus', envs: ['*'], scope: 'flow:metrics', secret: AUTH_SECRET });
+    expect(await fetch(`${engineUrl}/metrics`, { headers: { authorization: `Bearer ${scraper}` } }).then((r) => r.text())).toMatch(/^flow_runnable_instances 0$/m);
     await expect(createFlowClient({ baseUrl: engineUrl, env: ENV }).get('00000000-0000-4000-8000-000000000000')).rejects.toBeInstanceOf(FlowApiError);
     await engine.stop();
     expect(await engine.exited).toEqual({ code: 0, signal: null });

@@ -11,6 +11,8 @@ const SECRETS = {
   FLOW_TOKEN_SECRET: 'token-secret-0123456789',
   FLOW_OUTBOX_SECRET: 'outbox-secret-0123456789',
   FLOW_AUTH_JWKS_URL: 'https://idp.example/.well-known/jwks.json',
+  FLOW_AUTH_ISSUER: 'https://idp.example/',
+  FLOW_AUTH_AUDIENCE: 'sentin8-flow',
 };
 
 describe('the configuration, parsed once from the environment', () => {
@@ -23,7 +25,8 @@ describe('the configuration, parsed once from the environment', () => {
       httpAllowlist: [],
       callbackAllowlist: [],
       listen: { host: '127.0.0.1', port: 8080 },
-      auth: { secret: undefined, jwksUrl: undefined },
+      auth: { secret: undefined, jwksUrl: undefined, issuer: undefined, audience: undefined },
+      metricsOpen: false,
     });
     const config = loadConfig({
       DATABASE_URL: 'postgres://u@h/db',

@@ -33,7 +33,6 @@ describeEachDriver('start idempotency keys', (getDb) => {
     const first = await engine.start({ logicId: logic.logicId, input: { amount: 10 }, idempotencyKey: 'k-diff' });
     const refused = { code: 'FLOW_IDEMPOTENCY_MISMATCH', status: 409 };
     await expect(engine.start({ logicId: logic.logicId, input: { amount: 11 }, idempotencyKey: 'k-diff' })).rejects.toMatchObject(refused);
-    await expect(engine.start({ logicId: other.logicId, input: { amount: 10 }, idempotencyKey: 'k-diff' })).rejects.toMatchObject(refused);
     await expect(
       engine.start({ logicId: logic.logicId, input: { amount: 10 }, idempotencyKey: 'k-diff', correlationId: 'c-1' }),
     ).rejects.toMatchObject(refused);
@@ -49,5 +48,13 @@ describeEachDriver('start idempotency keys', (getDb) => {
       c.query<{ n: number }>(`SELECT count(*)::int AS n FROM workflows WHERE idempotency_key = 'k-diff'`),
     );
     expect(count.rows[0]!.n).toBe(1);
+  });
+
+  it('keys are per definition: the same key starts another definition, and each repeats its own', async () => {
+    const first = await engine.start({ logicId: logic.logicId, input: { amount: 10 }, idempotencyKey: 'k-per-logic' });
+    const second = await engine.start({ logicId: other.logicId, input: { amount: 10 }, idempotencyKey: 'k-per-logic' });
+    expect(second.created).toBe(true);
+    expect(second.id).not.toBe(first.id);
+    expect(await engine.start({ logicId: other.logicId, input: { amount: 10 }, idempotencyKey: 'k-per-logic' })).toEqual({ id: second.id, created: false });
   });
 });

@@ -154,7 +154,7 @@ describe.skipIf(!HAVE_CHROMIUM)('the console in chromium', () => {
     const { id } = await env.engine.start({ logicId: 'ui.flaky', input: { n: 'read-only' } });
     expect((await env.engine.settled(id)).state).toBe('dead_lettered');
     const page = await env.browser.newPage();
-    await page.addInitScript((t) => (globalThis as unknown as { localStorage: { setItem(k: string, v: string): void } }).localStorage.setItem('flow.token', t), await env.token({ sub: 'viewer@example.com', scope: 'flow:read' }));
+    await page.addInitScript((t) => (globalThis as unknown as { sessionStorage: { setItem(k: string, v: string): void } }).sessionStorage.setItem('flow.token', t), await env.token({ sub: 'viewer@example.com', scope: 'flow:read' }));
     await page.goto(`${env.url}/ui/instances/${id}`);
     const retry = page.getByRole('button', { name: /^retry/ });
     await retry.waitFor();

@@ -1,0 +1,51 @@
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { Api } from '../../engine/api/server.ts';
+import { Engine } from '../../engine/runtime/engine.ts';
+import { bearer, testApi } from '../api/support.ts';
+import { describeEachDriver } from '../support/db.ts';
+
+/**
+ * The console and the API answer with a CSP that allows only the engine's own script, refuse to be
+ * framed, and forbid content sniffing; the console keeps its token for the tab (sessionStorage),
+ * not in localStorage where every later visitor of the browser profile finds it.
+ */
+describeEachDriver('the console and API security headers', (getDb) => {
+  let engine: Engine;
+  let api: Api;
+
+  beforeAll(async () => {
+    engine = new Engine({ db: getDb(), env: 'hdr-env', executors: { handlers: new Map() } });
+    api = await testApi(engine);
+  });
+  afterAll(async () => {
+    await api.close();
+    await engine.close();
+  });
+
+  it('every console page, asset and API answer carries nosniff, no framing and a CSP', async () => {
+    const auth = await bearer({ envs: ['hdr-env'], scope: 'flow:read' });
+    for (const [url, headers] of [
+      ['/ui/', {}],
+      ['/ui/instances/x', {}],
+      ['/ui/assets/console.js', {}],
+      ['/v1/envs/hdr-env/workflows', auth],
+      ['/v1/envs/hdr-env/workflows', {}],
+    ] as const) {
+      const res = await api.app.inject({ url, headers });
+      expect(res.headers['x-content-type-options'], url).toBe('nosniff');
+      expect(res.headers['x-frame-options'], url).toBe('DENY');
+      const csp = String(res.headers['content-security-policy']);
+      expect(csp, url).toContain("frame-ancestors 'none'");
+      expect(csp, url).toContain("script-src 'self'");
+      expect(csp, url).toContain("object-src 'none'");
+      expect(csp, url).not.toContain('unsafe-eval');
+    }
+  });
+
+  it('the console bundle keeps its token in sessionStorage', async () => {
+    const js = (await api.app.inject({ url: '/ui/assets/console.js' })).body;
+    // booleans: a failure must not print the whole bundle
+    expect(js.includes('sessionStorage.getItem("flow.token")')).toBe(true);
+    expect(/localStorage\.(getItem|setItem|removeItem)\("flow\.token"/.test(js)).toBe(false);
+  });
+});
