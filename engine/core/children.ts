@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { TERMINAL_STATES, type WorkflowState } from '../../contracts/index.ts';
-import type { JsonValue } from './instance.ts';
+import type { LogicVersion } from '../../contracts/index.ts';
+import { createInstance, type Instance, type JsonValue } from './instance.ts';
 import type { ChildrenState } from './wake.ts';
 
 /**
@@ -17,6 +18,16 @@ import type { ChildrenState } from './wake.ts';
 export function childId(parentId: string, seq: number, index: number): string {
   const h = createHash('sha256').update(`${parentId}:${seq}:${index}`).digest('hex');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
+
+/** Child `index` of the spawn made by attempt `seq` of `parent`, as it is created: pending, nothing run. */
+export function childInstance(parent: Instance, logic: LogicVersion, seq: number, index: number, input: JsonValue): Instance {
+  return {
+    ...createInstance(logic, { id: childId(parent.id, seq, index), env: parent.env, input, correlationId: parent.correlationId }),
+    parentId: parent.id,
+    parentSeq: seq,
+    branchIndex: index,
+  };
 }
 
 /** How many children of one spawn are in each state: what the fan-in counts from. */

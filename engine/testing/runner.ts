@@ -10,9 +10,9 @@ import {
   type WorkflowState,
 } from '../../contracts/index.ts';
 import type { FuncRuntime } from '../../host-functions/index.ts';
-import { byCancelOrder, childCancelEvent, childId, childrenStateOf } from '../core/children.ts';
+import { byCancelOrder, childCancelEvent, childInstance, childrenStateOf } from '../core/children.ts';
 import { isUnstarted } from '../core/flow.ts';
-import { type Command, initialCtx, type Instance, type JsonValue, type Running, type TimerPurpose } from '../core/instance.ts';
+import { type Command, createInstance, type Instance, type JsonValue, type Running, type TimerPurpose } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
 import { claimedWork } from '../core/journal.ts';
 import { timerDueMs } from '../core/park.ts';
@@ -547,34 +547,5 @@ function childrenState(flow: Flow, seq: number): ChildrenState {
 }
 
 function newInstance(logic: LogicVersion, input: JsonValue, opts: RunOptions): Instance {
-  return {
-    id: opts.id ?? randomUUID(),
-    env: opts.env ?? 'test',
-    domain: logic.domain,
-    logicId: logic.logicId,
-    version: logic.version,
-    logicHash: logic.hash,
-    state: 'pending',
-    input,
-    output: null,
-    currentStep: logic.start,
-    error: null,
-    generation: 0,
-    correlationId: opts.correlationId ?? null,
-    parentId: null,
-    parentSeq: null,
-    branchIndex: null,
-    ctx: initialCtx(),
-  };
-}
-
-/** A spawned child as the store inserts it: pending, nothing prepared; its id is the core's, from its place. */
-function childInstance(parent: Instance, logic: LogicVersion, seq: number, index: number, input: JsonValue): Instance {
-  return {
-    ...newInstance(logic, input, { env: parent.env, id: childId(parent.id, seq, index) }),
-    correlationId: parent.correlationId,
-    parentId: parent.id,
-    parentSeq: seq,
-    branchIndex: index,
-  };
+  return createInstance(logic, { id: opts.id ?? randomUUID(), env: opts.env ?? 'test', input, correlationId: opts.correlationId ?? null });
 }
