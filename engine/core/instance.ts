@@ -1,4 +1,4 @@
-import type { FlowErrorBody, Json, WorkflowState } from '../../contracts/index.ts';
+import type { FlowErrorBody, Json, LogicVersion, WorkflowState } from '../../contracts/index.ts';
 
 type JsonValue = ReturnType<typeof Json.parse>;
 
@@ -139,6 +139,32 @@ export type Command =
   | { type: 'cancelChildren'; compensate?: boolean };
 
 export type { JsonValue };
+
+/**
+ * A new instance as it is created, before its first transition: pending at the definition's
+ * start, nothing run. The caller picks the id (the core reads no randomness).
+ */
+export function createInstance(logic: LogicVersion, spec: { id: string; env: string; input: JsonValue; correlationId: string | null }): Instance {
+  return {
+    id: spec.id,
+    env: spec.env,
+    domain: logic.domain,
+    logicId: logic.logicId,
+    version: logic.version,
+    logicHash: logic.hash,
+    state: 'pending',
+    input: spec.input,
+    output: null,
+    currentStep: logic.start,
+    error: null,
+    generation: 0,
+    correlationId: spec.correlationId,
+    parentId: null,
+    parentSeq: null,
+    branchIndex: null,
+    ctx: initialCtx(),
+  };
+}
 
 export function initialCtx(): Ctx {
   return {

@@ -1,5 +1,5 @@
 import type { FlowErrorBody, LogicVersion, StepOutcome, WorkflowState } from '../../contracts/index.ts';
-import { begin, beginClaimed, onOutcome, onProgress } from './flow.ts';
+import { begin, beginClaimed, isUnstarted, onOutcome, onProgress } from './flow.ts';
 import type { FuncRecord, Instance, JsonValue, TimerPurpose } from './instance.ts';
 import type { Transition } from './transition.ts';
 import { type CancelArgs, cancel, type ForceCompleteArgs, forceComplete, type RewindArgs, retry, rewind } from './verbs.ts';
@@ -102,6 +102,18 @@ export function decisionOf(t: Transition): Decision {
  * goes on with the next attempt itself (the hand-over rule of Draft.done(); a replay leaves it out,
  * since decisions do not tell `pending` from `processing`).
  */
+/**
+ * What a worker does first with an instance it has just leased, the engine's worker pool and the
+ * in-process runner alike: begin a spawned child nobody has begun (the `begin` event, claimed), apply
+ * the wake-ups of a woken waiting instance, or else run the attempt its last commit prepared.
+ */
+export type ClaimedWork = { do: 'begin'; event: Extract<TraceEvent, { type: 'begin' }> } | { do: 'wakes' } | { do: 'attempt' };
+
+export function claimedWork(inst: Instance): ClaimedWork {
+  if (isUnstarted(inst)) return { do: 'begin', event: { type: 'begin', claimed: true } };
+  return inst.state === 'waiting' ? { do: 'wakes' } : { do: 'attempt' };
+}
+
 export async function apply(logic: LogicVersion, inst: Instance, event: TraceEvent, goOn = false): Promise<Transition | null> {
   switch (event.type) {
     case 'begin':

@@ -1,7 +1,7 @@
 import type { FlowErrorBody, StepOfKind } from '../../contracts/index.ts';
 import { durationMs } from './durations.ts';
 import { evaluate } from './expressions.ts';
-import type { JsonValue } from './instance.ts';
+import type { Command, JsonValue } from './instance.ts';
 import type { Draft } from './transition.ts';
 
 /**
@@ -10,6 +10,16 @@ import type { Draft } from './transition.ts';
  * callback (async proxy step); each names the parked attempt by its `seq`, so a late or
  * duplicate wake-up for an attempt that is already over changes nothing.
  */
+/**
+ * When a timer falls due, for a transition committed at `committedAtMs`: at its `at`, else `delayMs`
+ * after the commit. The store computes the same on the database clock (write_effects(),
+ * engine/store/schema.sql); the in-process runner on its virtual one. A timer outlives its
+ * transition only while the instance has not ended: an ending drops every timer it had.
+ */
+export function timerDueMs(timer: Extract<Command, { type: 'timer' }>, committedAtMs: number): number {
+  return timer.at !== null ? Date.parse(timer.at) : committedAtMs + (timer.delayMs ?? 0);
+}
+
 function parkAttempt(d: Draft, name: string, input: JsonValue): number {
   d.instance.state = 'waiting';
   return d.startAttempt(name, input, 'parked').seq;

@@ -1,10 +1,8 @@
-import { apply, type TraceEvent } from '../core/journal.ts';
+import { byCancelOrder, childCancelEvent } from '../core/children.ts';
+import { apply } from '../core/journal.ts';
 import { openChildren } from '../store/children.ts';
 import { type CancelChildren, commitTransition } from '../store/commit-transition.ts';
 import type { LogicCache } from './logic-cache.ts';
-
-/** What a descendant's `error` says when it ends because its parent stopped waiting for it. */
-export const CHILD_CANCEL_REASON = 'the parent workflow stopped waiting for it';
 
 /**
  * Cancels the whole tree under a parent, in the parent's transaction: each open child (pending,
@@ -14,13 +12,15 @@ export const CHILD_CANCEL_REASON = 'the parent workflow stopped waiting for it';
  * children in turn; each child journals the cancel as its own input, so its trace replays to its
  * end. A worker mid-step on a child is fenced out by the row_version bump, and its
  * next heartbeat abandons the call. Children are locked parent first, top down, the order every
- * other writer of a tree takes them in.
+ * other writer of a tree takes them in. The event and the order are the core's (core/children.ts),
+ * as the in-process runner's are.
  */
 export function cancelTree(logics: LogicCache): CancelChildren {
   const cancelChildren: CancelChildren = async (c, parent, compensate) => {
-    for (const child of await openChildren(c, parent.id)) {
+    const open = await openChildren(c, parent.id); // locked in that order too
+    for (const child of open.sort((a, b) => byCancelOrder(a.instance, b.instance))) {
       const logic = await logics.get(child.instance.env, child.instance.logicHash, c);
-      const event: TraceEvent = { type: 'verb', verb: 'cancel', args: { reason: CHILD_CANCEL_REASON, compensate } };
+      const event = childCancelEvent(compensate);
       const t = (await apply(logic, child.instance, event))!; // a cancel always decides (or throws)
       // the child is locked: its guard cannot miss
       if (!(await commitTransition(c, child, t, { keepLease: null, cancelChildren, event }))) {

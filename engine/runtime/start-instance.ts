@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { canonicalJson, type LogicVersion, sha256Hex } from '../../contracts/index.ts';
 import { begin } from '../core/flow.ts';
-import { initialCtx, type Instance, type JsonValue } from '../core/instance.ts';
+import { createInstance, type Instance, type JsonValue } from '../core/instance.ts';
 import { schemaProblems } from '../core/schemas.ts';
 import { IdempotencyMismatch, InputInvalid } from '../errors.ts';
 import { insertWorkflow } from '../store/insert-workflow.ts';
@@ -62,23 +62,5 @@ export function startRequestHash(logicId: string, spec: Omit<StartSpec, 'env' | 
 }
 
 export function newInstance(logic: LogicVersion, spec: Pick<StartSpec, 'env' | 'input' | 'correlationId'>): Instance {
-  return {
-    id: randomUUID(),
-    env: spec.env,
-    domain: logic.domain,
-    logicId: logic.logicId,
-    version: logic.version,
-    logicHash: logic.hash,
-    state: 'pending',
-    input: spec.input as JsonValue,
-    output: null,
-    currentStep: logic.start,
-    error: null,
-    generation: 0,
-    correlationId: spec.correlationId,
-    parentId: null,
-    parentSeq: null,
-    branchIndex: null,
-    ctx: initialCtx(),
-  };
+  return createInstance(logic, { id: randomUUID(), env: spec.env, input: spec.input as JsonValue, correlationId: spec.correlationId });
 }

@@ -1,8 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type LogicVersion, TERMINAL_STATES } from '../../contracts/index.ts';
-import { beginClaimed, isUnstarted } from '../core/flow.ts';
-import { apply, type TraceEvent } from '../core/journal.ts';
+import { apply, claimedWork, type TraceEvent } from '../core/journal.ts';
 import type { Instance } from '../core/instance.ts';
 import type { Executors } from '../executors/index.ts';
 import { claimWorkflows, releaseWakes } from '../store/claim-workflows.ts';
@@ -312,11 +311,13 @@ export class WorkerPool {
       if (instance.state === 'waiting') this.observer.onWake?.(logic, stored);
       // the core gives the final state: `processing` where this worker goes on with the next attempt
       const goOn = !this.#stopping;
-      const decided = isUnstarted(instance)
-        ? { t: await beginClaimed(logic, instance, goOn), event: { type: 'begin', claimed: true } as const }
-        : instance.state === 'waiting'
-          ? await applyWakes(this.db, logic, stored, goOn)
-          : await this.#executors.run(() => this.#step(logic, instance, lease, goOn));
+      const work = claimedWork(instance);
+      const decided =
+        work.do === 'begin'
+          ? { t: (await apply(logic, instance, work.event, goOn))!, event: work.event }
+          : work.do === 'wakes'
+            ? await applyWakes(this.db, logic, stored, goOn)
+            : await this.#executors.run(() => this.#step(logic, instance, lease, goOn));
       // fenced out while it worked or waited (the observer has been told): nobody's to commit
       if (lease.lost) return;
       if (decided === null) {

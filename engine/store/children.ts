@@ -1,15 +1,17 @@
 import { grantInForce, mayStartChild, type VouchEntry } from '../../contracts/grants.ts';
-import type { FlowErrorBody } from '../../contracts/index.ts';
+import { type FlowErrorBody, TERMINAL_STATES } from '../../contracts/index.ts';
+import { type ChildStateCounts, childId, countChildren } from '../core/children.ts';
 import { initialCtx, type Instance, type JsonValue } from '../core/instance.ts';
 import { OUTPUTS_OF_W, type Stored, storedCtx, toStored, type WorkflowRow } from './rows.ts';
 import type { Client } from './tx.ts';
 
-const TERMINAL = `('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered')`;
+const TERMINAL = `(${[...TERMINAL_STATES].map((st) => `'${st}'`).join(', ')})`;
 
 /**
  * Inserts one child per input, all in one statement from a JSON array, pinned to `version` or to
  * the active version of `logicId`. Children start `pending` with no attempt prepared; the worker
- * that claims one runs its first transition. Returns how many were spawned.
+ * that claims one runs its first transition. Each child's id is the core's `childId` of its place.
+ * Returns how many were spawned.
  *
  * A spawn that may not happen (spawnRefusal) inserts none and wakes the parent at once instead:
  * its fan-in finds no child and fails the step with the refusal (runtime/wakes.ts).
@@ -31,10 +33,20 @@ export async function spawnChildren(
            )
            INSERT INTO workflows (id, env_id, domain, logic_id, version, logic_hash, state, input, current_step, ctx,
                                   correlation_id, parent_id, parent_seq, branch_index)
-           SELECT gen_random_uuid(), $1, lv.doc->>'domain', lv.logic_id, lv.version, lv.hash, 'pending', item.value,
+           SELECT ($9::uuid[])[item.ordinality], $1, lv.doc->>'domain', lv.logic_id, lv.version, lv.hash, 'pending', item.value,
                   lv.doc->>'start', $8::jsonb, $4, $5, $6, item.ordinality - 1
            FROM lv, jsonb_array_elements($7::jsonb) WITH ORDINALITY AS item`,
-          [parent.env, spawn.logicId, spawn.version, parent.correlationId, parent.id, spawn.seq, JSON.stringify(spawn.inputs), JSON.stringify(storedCtx(initialCtx()))],
+          [
+            parent.env,
+            spawn.logicId,
+            spawn.version,
+            parent.correlationId,
+            parent.id,
+            spawn.seq,
+            JSON.stringify(spawn.inputs),
+            JSON.stringify(storedCtx(initialCtx())),
+            spawn.inputs.map((_, index) => childId(parent.id, spawn.seq, index)),
+          ],
         );
   if ((res.rowCount ?? 0) === 0) await signalSelf(c, parent, spawn.seq);
   return res.rowCount ?? 0;
@@ -93,21 +105,17 @@ export async function signalParent(c: Client, child: Instance, parentSeq: number
   );
 }
 
-export interface ChildrenSummary {
-  total: number;
-  open: number;
-  failed: number;
-}
+export type ChildrenSummary = ReturnType<typeof countChildren>;
 
+/** The fan-in counts of one spawn: the children's states counted here, judged by the core. */
 export async function childrenSummary(c: Client, parentId: string, seq: number): Promise<ChildrenSummary> {
-  const res = await c.query<ChildrenSummary>(
-    `SELECT count(*)::int AS total,
-            count(*) FILTER (WHERE state NOT IN ${TERMINAL})::int AS open,
-            count(*) FILTER (WHERE state IN ${TERMINAL} AND state <> 'completed')::int AS failed
-     FROM workflows WHERE parent_id = $1 AND parent_seq = $2`,
+  const res = await c.query<{ state: string; n: number }>(
+    'SELECT state, count(*)::int AS n FROM workflows WHERE parent_id = $1 AND parent_seq = $2 GROUP BY state',
     [parentId, seq],
   );
-  return res.rows[0]!;
+  const counts: ChildStateCounts = {};
+  for (const r of res.rows) counts[r.state] = r.n;
+  return countChildren(counts);
 }
 
 export interface ChildResult {

@@ -6,7 +6,7 @@ import type { Client, Queryable } from './tx.ts';
  * come, compensating ones and woken waiting ones nobody holds, and instances whose holder's lease
  * expired (the holder is then fenced out: row_version moves on). A woken instance stays `waiting`
  * until its claimer applies the wake-up. SKIP LOCKED lets many workers claim side by side without
- * waiting on each other. `claim_workflows()` (migration 0003) takes the scheduler role itself, so
+ * waiting on each other. `claim_workflows()` (engine/store/schema.sql) takes the scheduler role itself, so
  * pass the pool: a claim is one round trip. A timer poll grants a lease on the same terms to the
  * instances it wakes (migration 0016: fireDueTimers).
  */

@@ -38,8 +38,8 @@ export interface CommitOptions {
 }
 
 /**
- * Writes a transition with `commit_transition()` (migration 0002, through `commit_journaled()` of
- * 0008, which adds its journal row): the workflow row guarded by
+ * Writes a transition with `commit_transition()` (through `commit_journaled()`, which adds its
+ * journal row; the live bodies are in engine/store/schema.sql): the workflow row guarded by
  * row_version and state — the fence that shuts out a worker whose lease was taken, and a verb
  * that lost a race — with the step_runs, outbox and timer rows joined to it. Returns false when
  * the guard matched no row: the caller lost and must re-read; nothing was written.

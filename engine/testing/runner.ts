@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import {
   DEFAULTS,
   FlowError,
@@ -10,14 +10,16 @@ import {
   type WorkflowState,
 } from '../../contracts/index.ts';
 import type { FuncRuntime } from '../../host-functions/index.ts';
+import { byCancelOrder, childCancelEvent, childInstance, childrenStateOf } from '../core/children.ts';
 import { isUnstarted } from '../core/flow.ts';
-import { type Command, initialCtx, type Instance, type JsonValue, type Running, type TimerPurpose } from '../core/instance.ts';
+import { type Command, createInstance, type Instance, type JsonValue, type Running, type TimerPurpose } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
+import { claimedWork } from '../core/journal.ts';
+import { timerDueMs } from '../core/park.ts';
 import type { ChildrenState, ResumeArgs } from '../core/wake.ts';
 import { funcExecutor } from '../executors/func.ts';
 import type { Attempt, EffectDef, Executors } from '../executors/index.ts';
 import { executeAttempt } from '../runtime/execute-attempt.ts';
-import { CHILD_CANCEL_REASON } from '../runtime/cancel-tree.ts';
 import { ResumeTokens } from '../runtime/resume-tokens.ts';
 import type { Fake, FakeCall } from './fakes.ts';
 import { apply, decisionOf, replay, type Trace, type TraceEntry, type TraceEvent } from './trace.ts';
@@ -345,7 +347,9 @@ class Simulation {
   async #drive(flow: Flow): Promise<void> {
     while (this.#runnable(flow.instance)) {
       const inst = flow.instance;
-      const event: TraceEvent = isUnstarted(inst) ? { type: 'begin', claimed: true } : await this.#execute(flow);
+      // never `wakes` here: the runner delivers a waiting instance's wake-ups as they fall due
+      const work = claimedWork(inst);
+      const event: TraceEvent = work.do === 'begin' ? work.event : await this.#execute(flow);
       const t = await this.#commit(flow, event);
       if (t !== null && t.runAfterMs !== null) {
         this.#schedule(flow, t);
@@ -370,8 +374,7 @@ class Simulation {
   }
 
   #arm(flow: Flow, c: Extract<Command, { type: 'timer' }>, fromMs: number): void {
-    const at = c.at !== null ? Date.parse(c.at) : fromMs + (c.delayMs ?? 0);
-    this.#push({ kind: 'timer', at, flow, purpose: c.purpose, seq: c.seq });
+    this.#push({ kind: 'timer', at: timerDueMs(c, fromMs), flow, purpose: c.purpose, seq: c.seq });
   }
 
   /**
@@ -396,6 +399,8 @@ class Simulation {
       for (const a of t.attempts) if (a.op === 'finish' && a.state === 'parked') flow.parkedSeq = a.seq;
       for (const c of t.commands) await this.#perform(flow, c);
       const ended = !TERMINAL_STATES.has(before.state) && TERMINAL_STATES.has(t.instance.state);
+      // an ending drops the instance's timers, as the store's does (core/park.ts, timerDueMs)
+      if (ended) this.#items = this.#items.filter((i) => !(i.kind === 'timer' && i.flow === flow));
       if (ended && flow.parent !== null && t.instance.parentSeq !== null) this.#signal(flow.parent, t.instance.parentSeq);
     }
     this.#opts.onEvent?.(flow, entry);
@@ -420,15 +425,16 @@ class Simulation {
         return;
       }
       case 'cancelChildren': {
-        // as the engine does (runtime/cancel-tree.ts): each open child takes the core's own cancel
-        // — its attempt closed, with `compensate` its compensations run first — and that cancel's
-        // own cancelChildren reaches the grandchildren. A cancel the table refuses changes nothing.
-        const args = { reason: CHILD_CANCEL_REASON, compensate: (c as { compensate?: boolean }).compensate === true };
-        for (const child of flow.children) {
+        // as the engine does (runtime/cancel-tree.ts): each open child, in the core's order, takes
+        // the core's own cancel — its attempt closed, with `compensate` its compensations run first —
+        // and that cancel's own cancelChildren reaches the grandchildren. A cancel the table refuses
+        // changes nothing.
+        const event = childCancelEvent(c.compensate === true);
+        for (const child of [...flow.children].sort((a, b) => byCancelOrder(a.instance, b.instance))) {
           if (TERMINAL_STATES.has(child.instance.state)) continue;
           let t: Transition | null;
           try {
-            t = await this.#commit(child, { type: 'verb', verb: 'cancel', args });
+            t = await this.#commit(child, event);
           } catch (err) {
             if (err instanceof FlowError && err.code === 'FLOW_VERB_NOT_ALLOWED') continue;
             throw err;
@@ -533,48 +539,13 @@ function refuseOutsideTable(before: Instance, event: TraceEvent, t: Transition):
 
 /** What the store's count and load would give the parent: children of attempt `seq`, in item order. */
 function childrenState(flow: Flow, seq: number): ChildrenState {
-  const kids = flow.children.filter((c) => c.instance.parentSeq === seq);
-  const ended = kids.filter((c) => TERMINAL_STATES.has(c.instance.state));
-  const open = kids.length - ended.length;
-  return {
-    total: kids.length,
-    open,
-    failed: ended.filter((c) => c.instance.state !== 'completed').length,
-    results: open > 0 ? null : kids.map((c) => ({ state: c.instance.state, output: c.instance.output, error: c.instance.error as JsonValue })),
-  };
+  return childrenStateOf(
+    flow.children
+      .filter((c) => c.instance.parentSeq === seq)
+      .map((c) => ({ state: c.instance.state, output: c.instance.output, error: c.instance.error as JsonValue })),
+  );
 }
 
 function newInstance(logic: LogicVersion, input: JsonValue, opts: RunOptions): Instance {
-  return {
-    id: opts.id ?? randomUUID(),
-    env: opts.env ?? 'test',
-    domain: logic.domain,
-    logicId: logic.logicId,
-    version: logic.version,
-    logicHash: logic.hash,
-    state: 'pending',
-    input,
-    output: null,
-    currentStep: logic.start,
-    error: null,
-    generation: 0,
-    correlationId: opts.correlationId ?? null,
-    parentId: null,
-    parentSeq: null,
-    branchIndex: null,
-    ctx: initialCtx(),
-  };
-}
-
-/** A spawned child as the store inserts it: pending, nothing prepared; its id derives from its place. */
-function childInstance(parent: Instance, logic: LogicVersion, seq: number, index: number, input: JsonValue): Instance {
-  const h = createHash('sha256').update(`${parent.id}:${seq}:${index}`).digest('hex');
-  const id = `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
-  return {
-    ...newInstance(logic, input, { env: parent.env, id }),
-    correlationId: parent.correlationId,
-    parentId: parent.id,
-    parentSeq: seq,
-    branchIndex: index,
-  };
+  return createInstance(logic, { id: opts.id ?? randomUUID(), env: opts.env ?? 'test', input, correlationId: opts.correlationId ?? null });
 }

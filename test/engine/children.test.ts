@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Engine } from '../../engine/runtime/engine.ts';
+import { TestRunner } from '../../engine/testing/index.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { OPERATOR, settle, testEngine, uniqueLogic } from '../support/engine.ts';
 import { FakeService } from '../support/fake-service.ts';
@@ -56,6 +57,16 @@ describeEachDriver('children: fan-out and fan-in', (getDb) => {
       [1, 'completed', { n: 1, i: 1 }],
       [2, 'completed', { n: 2, i: 2 }],
     ]);
+  });
+
+  it('gives each child the id the in-process runner gives it: one rule, derived from the parent, the spawn and the item', async () => {
+    const logic = parent('fail_fast');
+    const record = await run(logic, [5, 6, 7]);
+    const engineIds = (await getDb().pool.query<{ id: string }>('SELECT id FROM workflows WHERE parent_id = $1 ORDER BY branch_index', [record.id])).rows.map((r) => r.id);
+    const runner = new TestRunner(logic, { 'test/work': (call) => ({ status: 'succeeded', output: { doubled: (call.input as { n: number }).n * 2 } }) }, { logics: [child] });
+    const { flow } = await runner.run({ ns: [5, 6, 7] }, { id: record.id, env: 'test-env' });
+    expect(flow.instance.state).toBe('completed');
+    expect(flow.children.map((c) => c.instance.id)).toEqual(engineIds);
   });
 
   it('fail_fast fails the parent on the first failed child', async () => {
