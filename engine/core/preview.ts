@@ -2,6 +2,7 @@ import type { LogicVersion } from '../../contracts/index.ts';
 import { onOutcome } from './flow.ts';
 import type { Instance } from './instance.ts';
 import type { Transition } from './transition.ts';
+import { schemaProblems } from './schemas.ts';
 import { type RewindArgs, rewind } from './verbs.ts';
 
 export interface PreviewStep {
@@ -21,7 +22,7 @@ export interface Preview {
   steps: PreviewStep[];
   /** Compensations those steps would register. */
   compensations: string[];
-  /** Where the simulation stopped: a park (`waiting`), the end, or a failure. */
+  /** Where the simulation stopped: a park (`waiting`), the end, a failure, or a call it cannot answer (`pending`: the step never answered and its schema refuses null). */
   stopsAt: { state: string; step: string | null };
 }
 
@@ -54,18 +55,23 @@ export async function simulate(logic: LogicVersion, inst: Instance, first: Trans
   for (let n = 0; n < MAX_SIMULATED; n++) {
     for (const a of t.attempts) {
       if (a.op !== 'insert') continue;
+      // Every answer here succeeds, so each inserted row is a run of its own — whatever its
+      // attempt number (a retried step, a loop's next visit) — and is listed.
       if (a.kind === 'compensation') {
         const kind = logic.steps[a.step]?.compensate?.kind ?? 'proxy';
-        if (a.attempt === 1) steps.push({ step: a.step, kind, callsOut: true, idempotencyKey: a.idempotencyKey, compensation: true });
+        steps.push({ step: a.step, kind, callsOut: true, idempotencyKey: a.idempotencyKey, compensation: true });
         continue;
       }
       const kind = logic.steps[a.step]!.kind;
       const callsOut = CALLS_OUT.has(kind);
-      if (!callsOut || a.attempt === 1) steps.push({ step: a.step, kind, callsOut, idempotencyKey: callsOut ? a.idempotencyKey : null });
+      steps.push({ step: a.step, kind, callsOut, idempotencyKey: callsOut ? a.idempotencyKey : null });
     }
     const running = t.instance.ctx.running;
     if (running === null || !['pending', 'processing', 'compensating'].includes(t.instance.state)) break;
     const output = running.kind === 'step' ? (inst.ctx.outputs[running.step] ?? null) : null;
+    // A step that never answered, whose schema refuses a null answer, would "fail" only in the
+    // simulation: stop at it rather than show an unwinding the real run need not take.
+    if (running.kind === 'step' && !(running.step in inst.ctx.outputs) && unknownAnswer(logic, running.step)) break;
     t = await onOutcome(logic, t.instance, { status: 'succeeded', output });
   }
   return {
@@ -74,4 +80,9 @@ export async function simulate(logic: LogicVersion, inst: Instance, first: Trans
     compensations: t.instance.ctx.compensations.slice(registeredBefore).map((r) => r.step),
     stopsAt: { state: t.instance.state, step: t.instance.currentStep },
   };
+}
+
+function unknownAnswer(logic: LogicVersion, step: string): boolean {
+  const schema = logic.steps[step]?.output;
+  return schema !== undefined && schemaProblems(schema, null).length > 0;
 }

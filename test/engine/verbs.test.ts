@@ -104,6 +104,35 @@ describeEachDriver('operator verbs', (getDb) => {
     expect(new Set(record.steps.map((s) => s.idempotencyKey))).toEqual(new Set([`${id}:flaky:0`]));
   });
 
+  it('the retry preview lists the dead-lettered step it re-runs, under its key, and stops where its answer is unknown', async () => {
+    const logic = uniqueLogic({
+      start: 'reserve',
+      steps: {
+        reserve: {
+          kind: 'proxy',
+          handler: 'test',
+          path: '/reserve',
+          input: '{ "n": 4 }',
+          compensate: { kind: 'proxy', handler: 'test', path: '/release' },
+          next: 'capture',
+        },
+        capture: {
+          kind: 'proxy',
+          handler: 'test',
+          path: '/flaky',
+          retry: { maxAttempts: 2, initialMs: 0 },
+          output: { type: 'object', properties: { captureId: { type: 'string' } }, required: ['captureId'] },
+        },
+      },
+    });
+    const { id } = await startFlow(logic);
+    expect((await engine.get(id, 'test-env')).state).toBe('dead_lettered');
+    const preview = await engine.ops.previewRetry(id, { ...OPERATOR, env: 'test-env' });
+    expect(preview.steps.map((s) => [s.step, s.idempotencyKey])).toEqual([['capture', `${id}:capture:0`]]);
+    // capture never answered, and null breaks its output schema: the dry run cannot know what follows
+    expect(preview.stopsAt).toEqual({ state: 'pending', step: 'capture' });
+  });
+
   it('force-complete marks a dead-lettered step done and the flow goes on', async () => {
     const logic = uniqueLogic({
       start: 'flaky',
