@@ -35,6 +35,14 @@ const ask = logic({
     approval: { kind: 'decision', options: ['yes', 'no'], schema: { type: 'object', properties: { note: { type: 'string' } } } },
   },
 } as never);
+const held = logic({
+  logicId: 'cli.held',
+  start: 'hold',
+  steps: {
+    hold: { kind: 'proxy', handler: 'TEST', path: '/hold', compensate: { kind: 'proxy', handler: 'TEST', path: '/unhold' }, next: 'charge' },
+    charge: { kind: 'proxy', handler: 'TEST', method: 'POST', path: '/charge', retry: { maxAttempts: 1 } },
+  },
+} as never);
 const BIN = new URL('../../bin/s8flow.mjs', import.meta.url).pathname;
 
 describe('s8flow operator commands over the API', () => {
@@ -68,11 +76,15 @@ describe('s8flow operator commands over the API', () => {
   const target = (token: string) => ['--url', url, '--token', token];
 
   beforeAll(async () => {
-    svc = await new FakeService().on('/charge', () => (up ? { status: 200, body: { ok: true } } : { status: 503 })).listen();
+    svc = await new FakeService()
+      .on('/charge', () => (up ? { status: 200, body: { ok: true } } : { status: 503 }))
+      .on('/hold', () => ({ status: 200, body: { held: true } }))
+      .on('/unhold', () => ({ status: 200, body: { unheld: true } }))
+      .listen();
     db = await openDb();
     await migrate(db);
     engine = new Engine({ db, executors: { handlers: new Map([['TEST', { url: svc.url }]]) }, worker: { concurrency: 2, pollMs: 50 } });
-    for (const doc of [flaky, hello, ask]) await engine.publishVersion(engine.env, doc);
+    for (const doc of [flaky, hello, ask, held]) await engine.publishVersion(engine.env, doc);
     await engine.workers.start();
     api = await buildApi({ engine, auth: { secret: SECRET, production: false } });
     url = await api.app.listen({ host: '127.0.0.1', port: 0 });
@@ -221,5 +233,19 @@ describe('s8flow operator commands over the API', () => {
     const code = await new Promise<number | null>((done) => child.on('close', done));
     expect(err).toBe('');
     expect(code).toBe(0);
+  });
+  it('repair --dry-run lists the effects that stay in place; --compensate-rewound undoes them before the re-run', async () => {
+    up = false;
+    const { id } = await engine.start({ logicId: 'cli.held', input: {} });
+    expect((await engine.settled(id)).state).toBe('dead_lettered');
+    const dry = await run('repair', id, '--step', 'hold', '--dry-run', ...target(admin));
+    expect(dry.out).toContain('stay in place');
+    expect(dry.out).toMatch(new RegExp(`hold\\s+0\\s+proxy TEST /unhold\\s+${id}:hold:0:compensate`));
+    up = true;
+    const from = svc.received.length;
+    const repaired = await run('repair', id, '--step', 'hold', '--compensate-rewound', '--reason', 'hold twice', ...target(admin));
+    expect(repaired.code).toBe(0);
+    expect((await engine.settled(id)).state).toBe('completed');
+    expect(svc.received.slice(from).map((c) => c.headers['idempotency-key'])).toEqual([`${id}:hold:0:compensate`, `${id}:hold:1`, `${id}:charge:1`]);
   });
 });
