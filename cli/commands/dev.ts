@@ -39,7 +39,12 @@ export interface DevHandle {
  * engine's hash check are the gate); a broken one prints `file:line:col` and the last good build
  * keeps running.
  */
-export async function devCommand(argv: string[]): Promise<number> {
+export function devCommand(argv: string[]): Promise<number> {
+  return runDev(argv);
+}
+
+/** `s8flow dev` with a hook run once the first build is published (`npm run dev` starts one instance per example there). */
+export async function runDev(argv: string[], hooks: { afterFirstBuild?: (dev: DevHandle) => Promise<void> } = {}): Promise<number> {
   const args = parseArgs(argv);
   if (args.positionals.length > 1) throw new UsageError(`usage: ${DEV_USAGE}`);
   const dev = await startDev({
@@ -53,6 +58,7 @@ export async function devCommand(argv: string[]): Promise<number> {
   // the token carries the approver scopes the build declares: print it once the build is in
   await dev.firstBuild;
   say(tokenLines(dev.url, dev.token));
+  await hooks.afterFirstBuild?.(dev);
   await new Promise<void>((done) => {
     process.once('SIGINT', done);
     process.once('SIGTERM', done);
