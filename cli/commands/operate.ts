@@ -163,7 +163,11 @@ function printPreview(verb: string, p: VerbPreview): void {
     out('effects of the rewound steps that stay in place (--compensate-rewound undoes them first):\n');
     out(table(p.keptEffects, ['step', 'generation', 'compensation', 'compensationKey']));
   }
-  out(`generation ${p.generation}; would stop at ${p.stopsAt.state}${p.stopsAt.step ? ` (${p.stopsAt.step})` : ''} if every call answers as before\n`);
+  if (p.stopsAt.state === 'pending' && p.stopsAt.step !== null) {
+    out(`generation ${p.generation}; what follows ${p.stopsAt.step} depends on its answer, which it never gave\n`);
+  } else {
+    out(`generation ${p.generation}; would stop at ${p.stopsAt.state}${p.stopsAt.step ? ` (${p.stopsAt.step})` : ''} if every call answers as before\n`);
+  }
 }
 
 async function bulk(args: Args, t: ReturnType<typeof targetOf>, usage: string, asJson: boolean): Promise<number> {
