@@ -172,9 +172,17 @@ export function VerbDialog({ verb, ctx, onDone, onClose }: { verb: Verb; ctx: Ve
           </table>
           <p>
             Generation {preview.generation}
-            {preview.compensations.length > 0 ? `; registers compensations: ${preview.compensations.join(', ')}` : ''}; stops at{' '}
-            <b>{preview.stopsAt.state}</b>
-            {preview.stopsAt.step ? ` (${preview.stopsAt.step})` : ''}, if every call answers as before.
+            {preview.compensations.length > 0 ? `; registers compensations: ${preview.compensations.join(', ')}` : ''};{' '}
+            {preview.stopsAt.state === 'pending' && preview.stopsAt.step ? (
+              <>
+                what follows <b>{preview.stopsAt.step}</b> depends on its answer, which it never gave.
+              </>
+            ) : (
+              <>
+                stops at <b>{preview.stopsAt.state}</b>
+                {preview.stopsAt.step ? ` (${preview.stopsAt.step})` : ''}, if every call answers as before.
+              </>
+            )}
           </p>
           {preview.keptEffects !== undefined && preview.keptEffects.length > 0 ? (
             <div data-testid="kept-effects">
