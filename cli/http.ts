@@ -21,7 +21,7 @@ export class ApiProblem extends FlowError {
   }
 }
 
-const exitFor = (status: number) =>
+export const exitFor = (status: number) =>
   status === 404 ? EXIT.notFound : status === 409 ? EXIT.conflict : status === 401 || status === 403 ? EXIT.auth : status >= 500 ? EXIT.unreachable : EXIT.refused;
 
 export interface ApiTarget {

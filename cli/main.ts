@@ -1,4 +1,5 @@
 import { FlowError } from '../contracts/errors.ts';
+import { LIFECYCLE_USAGE } from './commands/lifecycle.ts';
 import { OPERATE_USAGE } from './commands/operate.ts';
 import { RUN_USAGE } from './commands/run-usage.ts';
 import { ApiProblem } from './http.ts';
@@ -40,7 +41,22 @@ for (const [name, usage] of Object.entries(OPERATE_USAGE)) {
   COMMANDS[name] = { usage, load: async () => (await import('./commands/operate.ts')).operateCommand(name) };
 }
 
+// starting instances, sending events and managing versions, through the typed client
+for (const [name, usage] of Object.entries(LIFECYCLE_USAGE)) {
+  COMMANDS[name] = { usage, load: async () => (await import('./commands/lifecycle.ts')).lifecycleCommand(name) };
+}
+
+let quietOnClosedPipe = false;
+
 export async function main(argv: string[]): Promise<number> {
+  if (!quietOnClosedPipe) {
+    // `s8flow show … | head`: the reader went away; what is left to print has nowhere to go
+    quietOnClosedPipe = true;
+    process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EPIPE') throw err;
+      process.exit(process.exitCode ?? 0);
+    });
+  }
   const [name, ...rest] = argv;
   const command = name === undefined ? undefined : COMMANDS[name];
   if (command === undefined) {

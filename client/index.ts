@@ -11,13 +11,24 @@
 import type { CallbackRequest, CallbackResponse } from '../contracts/api/callbacks.ts';
 import type { DecisionRequest } from '../contracts/api/decisions.ts';
 import type { IngestEventBody, IngestEventResponse } from '../contracts/api/events.ts';
-import type { PublishVersionResponse } from '../contracts/api/logic-versions.ts';
+import type { PublishVersionResponse, VersionList, VersionSummary } from '../contracts/api/logic-versions.ts';
 import type { Problem } from '../contracts/api/problem.ts';
 import type { StartWorkflowBody } from '../contracts/api/workflows.ts';
 import { FlowError } from '../contracts/errors.ts';
 import type { WorkflowRecord } from '../contracts/record.ts';
 
-export type { CallbackRequest, CallbackResponse, DecisionRequest, IngestEventBody, IngestEventResponse, PublishVersionResponse, Problem, StartWorkflowBody, WorkflowRecord };
+export type {
+  CallbackRequest,
+  CallbackResponse,
+  DecisionRequest,
+  IngestEventBody,
+  IngestEventResponse,
+  PublishVersionResponse,
+  Problem,
+  StartWorkflowBody,
+  VersionSummary,
+  WorkflowRecord,
+};
 
 export interface FlowClientOptions {
   /** The engine's base URL, e.g. `https://engine.internal/`. */
@@ -50,6 +61,10 @@ export interface FlowClient {
   ingestEvent(body: IngestEventBody): Promise<IngestEventResponse>;
   /** Publishes a LogicVersion with its modules (sha256 hex → bytes); `unchanged` when already there. */
   publishVersion(logicVersion: object, modules?: Record<string, Uint8Array>): Promise<PublishVersionResponse>;
+  /** Every published version in the env, with its active flag and in-flight count. */
+  listVersions(): Promise<VersionSummary[]>;
+  /** Retires (`false`: new starts refused, running instances finish) or reactivates (`true`) a version. */
+  setVersionActive(logicId: string, version: number, active: boolean): Promise<VersionSummary>;
 }
 
 export function createFlowClient(opts: FlowClientOptions): FlowClient {
@@ -106,6 +121,13 @@ export function createFlowClient(opts: FlowClientOptions): FlowClient {
       const encoded = Object.fromEntries(Object.entries(modules).map(([sha, bytes]) => [sha, Buffer.from(bytes).toString('base64')]));
       const body = { logicVersion, ...(Object.keys(encoded).length > 0 ? { modules: encoded } : {}) };
       return (await call<PublishVersionResponse>('POST', `/v1/envs/${env}/logic-versions`, body)).body;
+    },
+    async listVersions() {
+      return (await call<VersionList>('GET', `/v1/envs/${env}/logic-versions`, undefined)).body.items;
+    },
+    async setVersionActive(logicId, version, active) {
+      const path = `/v1/envs/${env}/logic-versions/${encodeURIComponent(logicId)}/${version}`;
+      return (await call<VersionSummary>('PATCH', path, { active })).body;
     },
   };
 }

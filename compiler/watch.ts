@@ -1,8 +1,11 @@
-import { existsSync, type FSWatcher, watch as fsWatch, readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { relative, resolve } from 'node:path';
 import { importsSdk } from './discover.ts';
 import { CompileError } from './errors.ts';
 import { type CompileOptions, type CompileResult, type CompilerSession, createCompiler } from './session.ts';
+import { watchTree } from './watch-tree.ts';
+
+const IGNORED = /(^|\/)(node_modules|dist|\.flow|\.git)(\/|$)/;
 
 export interface WatchOptions extends CompileOptions {
   /** Called after every compile, successful or not. */
@@ -38,9 +41,9 @@ export async function watch(options: WatchOptions): Promise<() => Promise<void>>
     }
   };
   await run([]);
-  const watcher: FSWatcher = fsWatch(root, { recursive: true }, (_event, name) => {
-    if (name === null || /(^|\/)(node_modules|dist|\.flow|\.git)(\/|$)/.test(name) || !/\.(ts|json|wasm)$/.test(name)) return;
-    pending.add(resolve(root, name));
+  const stopWatching = watchTree(root, (rel) => IGNORED.test(rel), (path) => {
+    if (IGNORED.test(relative(root, path)) || !/\.(ts|json|wasm)$/.test(path)) return;
+    pending.add(path);
     clearTimeout(timer);
     timer = setTimeout(() => {
       const changed = [...pending];
@@ -49,7 +52,7 @@ export async function watch(options: WatchOptions): Promise<() => Promise<void>>
     }, options.debounceMs ?? 50);
   });
   return async () => {
-    watcher.close();
+    stopWatching();
     clearTimeout(timer);
     await running;
     await session?.close();

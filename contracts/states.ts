@@ -94,6 +94,9 @@ export const TRANSITIONS: readonly Transition[] = [
   t('compensating', 'compensation_succeeded', 'compensating', 'one compensation done, more remain'),
   t('compensating', 'compensation_succeeded', 'compensated', 'every registered compensation done'),
   t('compensating', 'compensation_succeeded', 'cancelled', 'cancelled with compensate:true; all compensations done'),
+  ...(['pending', 'processing', 'waiting', 'completed', 'failed'] as const).map((to) =>
+    t('compensating', 'compensation_succeeded', to, 'the effects a repair rewound are undone; it re-runs from its step'),
+  ),
   t('compensating', 'compensation_retry_scheduled', 'compensating', 'compensation failed transiently'),
   t('compensating', 'compensation_exhausted', 'dead_lettered', 'a compensation used up its attempts'),
 

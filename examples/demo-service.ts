@@ -3,7 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { createFlowClient } from '../client/index.ts';
 
 /**
- * A small owning service for the examples: the internal API the workflows proxy back to. It
+ * A small owning service for the examples: the internal API the workflows proxy back to, for every
+ * example domain (payments, provisioning, statements: `DEMO_HANDLERS`). It
  * behaves as a real one should — each Idempotency-Key is applied once and its first answer is
  * replayed — and fails on purpose for a few well-known inputs so the demo shows retries and
  * compensation:
@@ -25,6 +26,9 @@ export interface DemoService {
   connect(engineUrl: string): void;
   close(): Promise<void>;
 }
+
+/** The handlers (`FLOW_HANDLER_<NAME>_URL`) this service answers for. */
+export const DEMO_HANDLERS = ['PAYMENTS', 'PROVISIONING', 'STATEMENTS'] as const;
 
 type Answer = { status: number; body: unknown; after?: () => Promise<void> };
 type Handler = (body: Record<string, unknown>, req: IncomingMessage) => Answer;
@@ -56,6 +60,17 @@ export async function startDemoService(opts: { engineUrl?: string } = {}): Promi
         ? { status: 402, body: { message: 'card declined by issuer' } }
         : { status: 200, body: { captureId: id('cap'), capturedCents: reservedCents.get(String(b['reservationId'])) ?? 0 } },
     '/funds/refund': () => ({ status: 200, body: { refunded: true } }),
+    // provisioning: a tenant, and one service per child workflow
+    '/tenants': (b) => ({ status: 200, body: { tenantRef: id(`tnt-${String(b['tenantId'])}`) } }),
+    '/tenants/delete': () => ({ status: 200, body: { deleted: true } }),
+    '/tenants/activate': (b) => ({ status: 200, body: { active: true, services: (b['serviceIds'] as unknown[] | undefined)?.length ?? 0 } }),
+    '/services/allocate': () => ({ status: 200, body: { serviceId: id('svc') } }),
+    '/services/deallocate': () => ({ status: 200, body: { deallocated: true } }),
+    '/services/configure': (b) => ({ status: 200, body: { configured: true, primary: b['primary'] === true } }),
+    // statements: enrolment and the welcome statement
+    '/statements/enrol': () => ({ status: 200, body: { scheduleId: id('sch'), firstStatementOn: '2026-01-31' } }),
+    '/statements/unenrol': () => ({ status: 200, body: { unenrolled: true } }),
+    '/statements/generate': () => ({ status: 200, body: { statementId: id('stm'), pages: 2 } }),
     '/notify': (_b, req) => {
       const token = req.headers['x-flow-resume-token'];
       const flow = engine;

@@ -187,7 +187,12 @@ export type ModuleOptions = (
 };
 
 export interface TriggerOptions<Payload extends Schema, In> {
-  /** Schema of the event payload: types `event` in the mapping. (Default: unknown) */
+  /**
+   * Schema of the event payload: types `event` in the mapping, at compile time only. The engine
+   * checks what the mapping builds against the workflow's `input` schema (a mismatch refuses the
+   * event with FLOW_TRIGGER_INPUT_INVALID, 422), so carry into the input what must be checked.
+   * (Default: unknown)
+   */
   payload?: Payload;
   /** The workflow input built from the event. */
   input: Mapping<TriggerContext<Json<Payload>>, In>;

@@ -18,7 +18,11 @@ const say = (s: string) => process.stdout.write(`${s}\n`);
 
 export interface DevHandle {
   url: string;
-  token: string;
+  /**
+   * A development token: `flow:admin` and every approver scope the published versions declare.
+   * Minted again when a build brings a new approver scope, so read it after `firstBuild`.
+   */
+  readonly token: string;
   app: FastifyInstance;
   engine: Engine;
   /** Resolves when the first build is compiled and published. */
@@ -35,7 +39,12 @@ export interface DevHandle {
  * engine's hash check are the gate); a broken one prints `file:line:col` and the last good build
  * keeps running.
  */
-export async function devCommand(argv: string[]): Promise<number> {
+export function devCommand(argv: string[]): Promise<number> {
+  return runDev(argv);
+}
+
+/** `s8flow dev` with a hook run once the first build is published (`npm run dev` starts one instance per example there). */
+export async function runDev(argv: string[], hooks: { afterFirstBuild?: (dev: DevHandle) => Promise<void> } = {}): Promise<number> {
   const args = parseArgs(argv);
   if (args.positionals.length > 1) throw new UsageError(`usage: ${DEV_USAGE}`);
   const dev = await startDev({
@@ -45,9 +54,11 @@ export async function devCommand(argv: string[]): Promise<number> {
     port: intFlag(args, 'port', 4300),
   });
   say(`\n  console  ${dev.url}/ui/   (signs in by itself)`);
-  say(`  API      ${dev.url}/v1/envs/${dev.engine.env}/…   OpenAPI ${dev.url}/openapi.json`);
-  say(`  token    ${dev.token}`);
-  say(`           export FLOW_URL=${dev.url} FLOW_TOKEN=${dev.token}\n`);
+  say(`  API      ${dev.url}/v1/envs/${dev.engine.env}/…   OpenAPI ${dev.url}/openapi.json\n`);
+  // the token carries the approver scopes the build declares: print it once the build is in
+  await dev.firstBuild;
+  say(tokenLines(dev.url, dev.token));
+  await hooks.afterFirstBuild?.(dev);
   await new Promise<void>((done) => {
     process.once('SIGINT', done);
     process.once('SIGTERM', done);
@@ -83,7 +94,10 @@ export async function startDev(o: { root: string; stateDir: string; host: string
   let nextRound = new Promise<void>((r) => {
     roundDone = r;
   });
+  let token = '';
+  let built = false;
   const publish = async (result: CompileResult) => {
+    const scopesBefore = approverScopes.size;
     for (const doc of publishOrder(result.versions.map((v) => v.doc))) {
       for (const step of Object.values(doc.steps)) if (step.kind === 'decision' && step.approverScope) approverScopes.add(step.approverScope);
       const source = result.versions.find((v) => v.doc === doc)?.source ?? '?';
@@ -96,13 +110,16 @@ export async function startDev(o: { root: string; stateDir: string; host: string
         log(`${source} - ${err.code}: ${err.message}\n  the last good build keeps running; give the changed workflow a new version`);
       }
     }
+    if (approverScopes.size === scopesBefore) return;
+    token = await devToken();
+    if (built) log(`a new approver scope: the token now carries ${[...approverScopes].join(', ')}\n${tokenLines(address, token)}`);
   };
 
   // serve first: the console answers while the first compile (seconds, type checking) runs
   const api = await buildApi({ engine, auth: { secret, production: false }, console: { devToken } });
   const app = api.app;
   const address = await app.listen({ host: o.host, port: o.port });
-  const token = await devToken();
+  token = await devToken();
   // the compiler (ts-morph, TypeScript) loads after the listener is up: seconds the console need not wait
   const { formatDiagnostic, watch } = await import('../../compiler/index.ts');
   const watching = watch({
@@ -123,11 +140,15 @@ export async function startDev(o: { root: string; stateDir: string; host: string
       });
     },
   });
-  const firstBuild = watching.then(() => round);
+  const firstBuild = watching.then(() => round).then(() => {
+    built = true;
+  });
   log(`s8flow dev: ${relative(process.cwd(), o.root) || '.'} → state in ${relative(process.cwd(), o.stateDir) || '.'} (delete it to reset)`);
   return {
     url: address,
-    token,
+    get token() {
+      return token;
+    },
     app,
     engine,
     firstBuild,
@@ -140,4 +161,8 @@ export async function startDev(o: { root: string; stateDir: string; host: string
       await db.close();
     },
   };
+}
+
+function tokenLines(url: string, token: string): string {
+  return `  token    ${token}\n           export FLOW_URL=${url} FLOW_TOKEN=${token}\n`;
 }

@@ -12,7 +12,7 @@ export const OPERATE_USAGE: Record<string, string> = {
   show: 's8flow show <id>',
   history: 's8flow history <id>',
   retry: 's8flow retry <id> --reason R [--dry-run]',
-  repair: 's8flow repair <id> --step S [--input JSON|@file] --reason R [--dry-run]',
+  repair: 's8flow repair <id> --step S [--input JSON|@file] [--compensate-rewound] --reason R [--dry-run]',
   cancel: 's8flow cancel <id> [--compensate] --reason R [--dry-run]',
   decide: 's8flow decide <id> <step> --option O [--payload JSON|@file] [--reason R]',
   'force-complete': 's8flow force-complete <id> --step S --output JSON|@file --reason R [--dry-run]',
@@ -22,7 +22,7 @@ export const OPERATE_USAGE: Record<string, string> = {
 const COMMON = ' [--url URL] [--token T] [--env E] [--json]';
 for (const k of Object.keys(OPERATE_USAGE)) OPERATE_USAGE[k] += COMMON;
 
-const BOOLEANS = ['json', 'dry-run', 'compensate', 'stuck'];
+const BOOLEANS = ['json', 'dry-run', 'compensate', 'stuck', 'compensate-rewound'];
 
 const out = (s: string) => process.stdout.write(s);
 const json = (v: unknown) => out(`${JSON.stringify(v, null, 2)}\n`);
@@ -106,6 +106,7 @@ export function operateCommand(name: string): (argv: string[]) => Promise<number
           body['rewindTo'] = need(args, 'step', usage);
           const input = await jsonFlag(args, 'input');
           if (input !== undefined) body['input'] = input;
+          if (flag(args, 'compensate-rewound') === 'true') body['compensateRewound'] = true;
         }
         if (name === 'replay') body['step'] = need(args, 'step', usage);
         if (name === 'force-complete') {
@@ -158,7 +159,15 @@ function printPreview(verb: string, p: VerbPreview): void {
   out(`dry run of ${verb}: nothing was changed\n`);
   out(p.steps.length === 0 ? 'no step would run again\n' : table(p.steps, ['step', 'kind', 'callsOut', 'idempotencyKey']));
   if (p.compensations.length > 0) out(`would register compensations: ${p.compensations.join(', ')}\n`);
-  out(`generation ${p.generation}; would stop at ${p.stopsAt.state}${p.stopsAt.step ? ` (${p.stopsAt.step})` : ''} if every call answers as before\n`);
+  if (p.keptEffects.length > 0) {
+    out('effects of the rewound steps that stay in place (--compensate-rewound undoes them first):\n');
+    out(table(p.keptEffects, ['step', 'generation', 'compensation', 'compensationKey']));
+  }
+  if (p.stopsAt.state === 'pending' && p.stopsAt.step !== null) {
+    out(`generation ${p.generation}; what follows ${p.stopsAt.step} depends on its answer, which it never gave\n`);
+  } else {
+    out(`generation ${p.generation}; would stop at ${p.stopsAt.state}${p.stopsAt.step ? ` (${p.stopsAt.step})` : ''} if every call answers as before\n`);
+  }
 }
 
 async function bulk(args: Args, t: ReturnType<typeof targetOf>, usage: string, asJson: boolean): Promise<number> {

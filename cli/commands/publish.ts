@@ -1,6 +1,8 @@
+import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { createFlowClient, FlowApiError } from '../../client/index.ts';
 import { PublishError } from '../../compiler/errors.ts';
+import { FlowError } from '../../contracts/errors.ts';
 import { publish } from '../../compiler/publish.ts';
 import { artifactModules, publishOrder, readArtifactDir } from '../../engine/runtime/artifacts.ts';
 import { flag, parseArgs, UsageError } from '../args.ts';
@@ -22,6 +24,10 @@ export async function publishCommand(argv: string[]): Promise<number> {
   const to = flag(args, 'to');
   if (to === undefined || args.positionals.length > 0) throw new UsageError(`usage: ${PUBLISH_USAGE}`);
   const from = resolve(flag(args, 'from') ?? 'dist/flow');
+  if (!existsSync(from)) {
+    const which = flag(args, 'from') === undefined ? ' (the default --from)' : '';
+    throw new FlowError('CLI_NO_ARTIFACTS', `${from}${which} does not exist: run s8flow compile first, or pass --from <the folder it wrote>`);
+  }
   if (/^https?:\/\//i.test(to)) return publishOverHttp(to, from, flag(args, 'token') ?? process.env['FLOW_TOKEN'], flag(args, 'env'));
   try {
     const result = await publish({ from, to: /^[a-z]+:\/\//i.test(to) ? to : resolve(to) });

@@ -11,6 +11,8 @@ interface Preview {
   steps: { step: string; kind: string; callsOut: boolean; idempotencyKey: string | null; compensation?: boolean }[];
   compensations: string[];
   stopsAt: { state: string; step: string | null };
+  /** Effects of the rewound steps that stay in place (repair, replay), with their compensations. */
+  keptEffects?: { step: string; generation: number; compensation: string; compensationKey: string }[];
 }
 
 export interface VerbContext {
@@ -38,6 +40,7 @@ export function VerbDialog({ verb, ctx, onDone, onClose }: { verb: Verb; ctx: Ve
   const [text, setText] = useState(() => JSON.stringify(ctx.lastInput(ctx.currentStep ?? ctx.logic.start) ?? {}, null, 2));
   const [useInput, setUseInput] = useState(true);
   const [compensate, setCompensate] = useState(false);
+  const [undoRewound, setUndoRewound] = useState(false);
   const [reason, setReason] = useState('');
   const [preview, setPreview] = useState<Preview | null>(null);
   const [error, setError] = useState<Error | null>(null);
@@ -51,7 +54,7 @@ export function VerbDialog({ verb, ctx, onDone, onClose }: { verb: Verb; ctx: Ve
   const body = (dryRun: boolean) => ({
     reason: dryRun ? reason || 'dry run' : reason,
     dryRun,
-    ...(verb === 'repair' ? { rewindTo: step, ...(useInput ? { input: json.value } : {}) } : {}),
+    ...(verb === 'repair' ? { rewindTo: step, ...(useInput ? { input: json.value } : {}), ...(undoRewound ? { compensateRewound: true } : {}) } : {}),
     ...(verb === 'replay' ? { step } : {}),
     ...(verb === 'force-complete' ? { step, output: json.value } : {}),
     ...(verb === 'cancel' ? { compensate } : {}),
@@ -103,6 +106,14 @@ export function VerbDialog({ verb, ctx, onDone, onClose }: { verb: Verb; ctx: Ve
               setUseInput((e.target as HTMLInputElement).checked);
               changed();
             }} /> with new input
+        </label>
+      ) : null}
+      {verb === 'repair' ? (
+        <label class="inline">
+          <input type="checkbox" checked={undoRewound} aria-label="undo rewound effects first" onChange={(e) => {
+              setUndoRewound((e.target as HTMLInputElement).checked);
+              changed();
+            }} /> undo the rewound effects first (their compensations run, last first, before the re-run)
         </label>
       ) : null}
       {needsJson ? (
@@ -161,10 +172,48 @@ export function VerbDialog({ verb, ctx, onDone, onClose }: { verb: Verb; ctx: Ve
           </table>
           <p>
             Generation {preview.generation}
-            {preview.compensations.length > 0 ? `; registers compensations: ${preview.compensations.join(', ')}` : ''}; stops at{' '}
-            <b>{preview.stopsAt.state}</b>
-            {preview.stopsAt.step ? ` (${preview.stopsAt.step})` : ''}, if every call answers as before.
+            {preview.compensations.length > 0 ? `; registers compensations: ${preview.compensations.join(', ')}` : ''};{' '}
+            {preview.stopsAt.state === 'pending' && preview.stopsAt.step ? (
+              <>
+                what follows <b>{preview.stopsAt.step}</b> depends on its answer, which it never gave.
+              </>
+            ) : (
+              <>
+                stops at <b>{preview.stopsAt.state}</b>
+                {preview.stopsAt.step ? ` (${preview.stopsAt.step})` : ''}, if every call answers as before.
+              </>
+            )}
           </p>
+          {preview.keptEffects !== undefined && preview.keptEffects.length > 0 ? (
+            <div data-testid="kept-effects">
+              <p>
+                <b>Effects that stay in place:</b> the rewound steps already did these, and the re-run does them again under new keys.
+                Undo them first with the option above.
+              </p>
+              <table class="grid">
+                <thead>
+                  <tr>
+                    <th>step</th>
+                    <th>generation</th>
+                    <th>compensation</th>
+                    <th>its key</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {preview.keptEffects.map((k) => (
+                    <tr key={k.compensationKey}>
+                      <td>{k.step}</td>
+                      <td>{k.generation}</td>
+                      <td>{k.compensation}</td>
+                      <td>
+                        <code>{k.compensationKey}</code>
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          ) : null}
           <label class="reason">
             reason (recorded in the audit with your token’s subject)
             <input value={reason} aria-label="reason" onInput={(e) => setReason((e.target as HTMLInputElement).value)} />

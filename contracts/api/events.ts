@@ -12,6 +12,11 @@ export const IngestEventBody = z
 export type IngestEventBody = z.infer<typeof IngestEventBody>;
 
 export const IngestEventResponse = z
-  .strictObject({ ids: z.array(z.string()), created: z.boolean() })
+  .strictObject({
+    ids: z.array(z.string()),
+    created: z.boolean(),
+    /** False when no active version has a trigger on this type: the event was recorded and started nothing. */
+    matched: z.boolean(),
+  })
   .meta({ id: 'IngestEventResponse' });
 export type IngestEventResponse = z.infer<typeof IngestEventResponse>;

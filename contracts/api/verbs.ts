@@ -12,7 +12,16 @@ const verbBase = {
 
 export const RetryRequest = z.strictObject({ ...verbBase }).meta({ id: 'RetryRequest' });
 export const RepairRequest = z
-  .strictObject({ ...verbBase, rewindTo: StepName, input: Json.optional() })
+  .strictObject({
+    ...verbBase,
+    rewindTo: StepName,
+    input: Json.optional(),
+    /**
+     * Undo first what the rewound steps did: their registered compensations run, last first, under
+     * their own `:compensate` keys, before the re-run. (Default: false — those effects stay in place.)
+     */
+    compensateRewound: z.boolean().optional(),
+  })
   .meta({ id: 'RepairRequest' });
 export const CancelRequest = z
   .strictObject({ ...verbBase, compensate: z.boolean().optional() })
@@ -56,6 +65,10 @@ export const VerbPreview = z
     ),
     /** Compensations the re-run steps would register. */
     compensations: z.array(z.string()),
+    /** Effects of the rewound steps that stay in place (repair or replay without `compensateRewound`), with their compensation. */
+    keptEffects: z.array(
+      z.strictObject({ step: z.string(), generation: z.int().min(0), compensation: z.string(), compensationKey: z.string() }),
+    ),
     stopsAt: z.strictObject({ state: z.string(), step: z.string().nullable() }),
   })
   .meta({ id: 'VerbPreview' });

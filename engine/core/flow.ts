@@ -102,19 +102,62 @@ export async function failWorkflow(d: Draft, error: FlowErrorBody, opts: { exhau
   instance.state = 'failed';
 }
 
-/** Indexes of registrations still to run, last registered first. */
+/** Indexes of registrations still to run, last registered first (during a repair's undo: only those it rewinds). */
 export function pendingCompensations(inst: Instance): number[] {
+  const only = inst.ctx.rewinding?.undo;
   const out: number[] = [];
   for (let i = inst.ctx.compensations.length - 1; i >= 0; i--) {
-    if (inst.ctx.compensations[i]?.state !== 'succeeded') out.push(i);
+    if (inst.ctx.compensations[i]?.state !== 'succeeded' && (only === undefined || only.includes(i))) out.push(i);
   }
   return out;
+}
+
+/**
+ * The registrations whose effects a rewind to `step` leaves in place: not yet undone, and made by
+ * a step that re-runs — any step but those that finished before `step` and keep their outputs.
+ */
+export function rewoundRegistrations(inst: Instance, step: string): number[] {
+  const cut = inst.ctx.order.indexOf(step);
+  const kept = new Set(cut < 0 ? inst.ctx.order : inst.ctx.order.slice(0, cut));
+  const out: number[] = [];
+  inst.ctx.compensations.forEach((r, i) => {
+    if (r.state !== 'succeeded' && !kept.has(r.step)) out.push(i);
+  });
+  return out;
+}
+
+/**
+ * `repair` / `replayFrom`: bump the generation (rotating the idempotency keys of everything that
+ * re-runs), forget outputs from `step` on, and enter `step` again. Earlier history stays.
+ * `input` replaces the workflow input at the start step (checked by the verb), else the step's own.
+ */
+export async function rewindTo(d: Draft, step: string, input: JsonValue | undefined): Promise<void> {
+  const replaceWorkflowInput = input !== undefined && step === d.logic.start;
+  if (replaceWorkflowInput) d.instance.input = input;
+  const cut = d.ctx.order.indexOf(step);
+  for (const s of cut < 0 ? [] : d.ctx.order.slice(cut)) d.forgetOutput(s);
+  d.ctx.attempts = {};
+  delete d.ctx.visits;
+  delete d.ctx.rewinding;
+  d.ctx.decision = null;
+  d.ctx.unwindTo = null;
+  d.instance.generation += 1;
+  d.instance.error = null;
+  d.instance.output = null;
+  const override = input !== undefined && !replaceWorkflowInput ? { input } : undefined;
+  await enter(d, step, override === undefined ? {} : { override });
 }
 
 /** Prepares the next compensation attempt, or ends the unwinding when none is left. */
 export async function prepareNextCompensation(d: Draft): Promise<void> {
   const { instance } = d;
   const next = pendingCompensations(instance)[0];
+  const rewinding = instance.ctx.rewinding;
+  if (next === undefined && rewinding !== undefined) {
+    // the effects the repair rewinds are undone: now it rewinds, and the flow runs on from there
+    instance.ctx.running = null;
+    return rewindTo(d, rewinding.step, rewinding.input);
+  }
   if (next === undefined) {
     instance.state = instance.ctx.unwindTo ?? 'compensated';
     instance.ctx.running = null;

@@ -44,6 +44,11 @@ export interface Ctx {
   compensations: Registration[];
   /** Where compensation ends: `compensated` after a failure, `cancelled` after a cancel. */
   unwindTo: 'compensated' | 'cancelled' | null;
+  /**
+   * A repair with `compensateRewound` under way: only the registrations in `undo` unwind, and
+   * when they are done the repair rewinds to `step` (with `input`) and re-runs from there.
+   */
+  rewinding?: PendingRewind;
   /** Who answered the last decision; forwarded as X-Flow-Approved-By on later calls. */
   approvedBy: Approver | null;
   /** Steps whose output is in `outputs`, in the order they finished (a rewind cuts it). */
@@ -69,6 +74,14 @@ export interface FuncRecord {
 export function funcKey(running: Running): string {
   const visit = running.visit ?? 1;
   return `${running.kind}:${running.step}:${running.generation}${visit > 1 ? `:visit:${visit}` : ''}`;
+}
+
+/** A rewind waiting for the compensations of the effects it rewinds (Ctx.rewinding). */
+export interface PendingRewind {
+  step: string;
+  input?: JsonValue;
+  /** Indexes into ctx.compensations to run first, last first. */
+  undo: number[];
 }
 
 /** The identity that resumed a decision, as the caller's auth established it. */

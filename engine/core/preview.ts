@@ -1,7 +1,9 @@
-import type { LogicVersion } from '../../contracts/index.ts';
-import { onOutcome } from './flow.ts';
+import type { Action, LogicVersion } from '../../contracts/index.ts';
+import { onOutcome, rewoundRegistrations } from './flow.ts';
 import type { Instance } from './instance.ts';
+import { keys } from './retry.ts';
 import type { Transition } from './transition.ts';
+import { schemaProblems } from './schemas.ts';
 import { type RewindArgs, rewind } from './verbs.ts';
 
 export interface PreviewStep {
@@ -21,8 +23,23 @@ export interface Preview {
   steps: PreviewStep[];
   /** Compensations those steps would register. */
   compensations: string[];
-  /** Where the simulation stopped: a park (`waiting`), the end, or a failure. */
+  /**
+   * Effects of the steps a rewind re-runs that stay in place (a repair or replay without
+   * `compensateRewound`), each with the compensation registered to undo it; empty for other verbs.
+   */
+  keptEffects: KeptEffect[];
+  /** Where the simulation stopped: a park (`waiting`), the end, a failure, or a call it cannot answer (`pending`: the step never answered and its schema refuses null). */
   stopsAt: { state: string; step: string | null };
+}
+
+export interface KeptEffect {
+  step: string;
+  /** The generation the effect was made in: its key, and its compensation's key, carry it. */
+  generation: number;
+  /** The registered compensation, e.g. `proxy payments /funds/release`. */
+  compensation: string;
+  /** The key the compensation would carry if it ran. */
+  compensationKey: string;
 }
 
 const MAX_SIMULATED = 500;
@@ -39,7 +56,18 @@ export async function previewRewind(
   cause: 'verb.repair' | 'verb.replay_from',
   args: RewindArgs,
 ): Promise<Preview> {
-  return simulate(logic, inst, await rewind(logic, inst, cause, args));
+  const preview = await simulate(logic, inst, await rewind(logic, inst, cause, args));
+  if (args.compensateRewound === true) return preview;
+  const keptEffects = rewoundRegistrations(inst, args.step).map((i) => {
+    const reg = inst.ctx.compensations[i]!;
+    return {
+      step: reg.step,
+      generation: reg.generation,
+      compensation: describeAction(logic, logic.steps[reg.step]?.compensate),
+      compensationKey: keys.compensation(inst.id, reg.step, reg.generation, reg.visit),
+    };
+  });
+  return { ...preview, keptEffects };
 }
 
 /**
@@ -54,24 +82,43 @@ export async function simulate(logic: LogicVersion, inst: Instance, first: Trans
   for (let n = 0; n < MAX_SIMULATED; n++) {
     for (const a of t.attempts) {
       if (a.op !== 'insert') continue;
+      // Every answer here succeeds, so each inserted row is a run of its own — whatever its
+      // attempt number (a retried step, a loop's next visit) — and is listed.
       if (a.kind === 'compensation') {
         const kind = logic.steps[a.step]?.compensate?.kind ?? 'proxy';
-        if (a.attempt === 1) steps.push({ step: a.step, kind, callsOut: true, idempotencyKey: a.idempotencyKey, compensation: true });
+        steps.push({ step: a.step, kind, callsOut: true, idempotencyKey: a.idempotencyKey, compensation: true });
         continue;
       }
       const kind = logic.steps[a.step]!.kind;
       const callsOut = CALLS_OUT.has(kind);
-      if (!callsOut || a.attempt === 1) steps.push({ step: a.step, kind, callsOut, idempotencyKey: callsOut ? a.idempotencyKey : null });
+      steps.push({ step: a.step, kind, callsOut, idempotencyKey: callsOut ? a.idempotencyKey : null });
     }
     const running = t.instance.ctx.running;
     if (running === null || !['pending', 'processing', 'compensating'].includes(t.instance.state)) break;
     const output = running.kind === 'step' ? (inst.ctx.outputs[running.step] ?? null) : null;
+    // A step that never answered, whose schema refuses a null answer, would "fail" only in the
+    // simulation: stop at it rather than show an unwinding the real run need not take.
+    if (running.kind === 'step' && !(running.step in inst.ctx.outputs) && unknownAnswer(logic, running.step)) break;
     t = await onOutcome(logic, t.instance, { status: 'succeeded', output });
   }
   return {
     generation: t.instance.generation,
     steps,
     compensations: t.instance.ctx.compensations.slice(registeredBefore).map((r) => r.step),
+    keptEffects: [],
     stopsAt: { state: t.instance.state, step: t.instance.currentStep },
   };
+}
+
+function unknownAnswer(logic: LogicVersion, step: string): boolean {
+  const schema = logic.steps[step]?.output;
+  return schema !== undefined && schemaProblems(schema, null).length > 0;
+}
+
+/** An action as an operator reads it: `proxy <handler> <path>`, `http <METHOD> <url>`, `func <module>`. */
+function describeAction(logic: LogicVersion, action: Action | undefined): string {
+  if (action === undefined) return 'none';
+  if (action.kind === 'proxy') return `proxy ${action.handler ?? logic.domain} ${action.path}`;
+  if (action.kind === 'http') return `http ${action.method} ${action.url}`;
+  return `func ${action.module}`;
 }

@@ -1,6 +1,6 @@
 import { type LogicVersion, statesAllowing, type TransitionCause } from '../../contracts/index.ts';
 import { Refused } from './errors.ts';
-import { enter, prepareNextCompensation } from './flow.ts';
+import { enter, prepareNextCompensation, rewindTo, rewoundRegistrations } from './flow.ts';
 import type { Instance, JsonValue } from './instance.ts';
 import { schemaProblems } from './schemas.ts';
 import { Draft, type Transition } from './transition.ts';
@@ -52,34 +52,39 @@ export interface RewindArgs {
    * input schema); at any other step it replaces that step's evaluated input.
    */
   input?: JsonValue;
+  /**
+   * Undo first what the rewound steps did: their registered compensations run, last first, under
+   * their own `:compensate` keys (with the outputs and input they were made with), before the
+   * rewind. (Default: false — those effects stay in place; the preview lists them.)
+   */
+  compensateRewound?: boolean;
 }
 
 /**
- * `repair` and `replayFrom`: bump the generation (rotating the idempotency keys of everything that
- * re-runs), forget outputs from `step` on, and enter `step` again. Earlier history stays.
- * Compensations already registered stay registered: their effects happened and may need undoing.
+ * `repair` and `replayFrom` (flow.ts, `rewindTo`). Compensations already registered stay
+ * registered — their effects happened and may need undoing — unless `compensateRewound` runs
+ * those of the rewound steps first.
  */
 export async function rewind(logic: LogicVersion, inst: Instance, cause: 'verb.repair' | 'verb.replay_from', args: RewindArgs): Promise<Transition> {
   const d = draftFor(logic, inst, cause);
   if (logic.steps[args.step] === undefined) throw new Refused('FLOW_UNKNOWN_STEP', `${logic.logicId}@${logic.version} has no step ${args.step}`, 422);
-  const replaceWorkflowInput = args.input !== undefined && args.step === logic.start;
-  if (replaceWorkflowInput) {
+  if (args.input !== undefined && args.step === logic.start) {
     const problems = schemaProblems(logic.input, args.input);
     if (problems.length > 0) throw new Refused('FLOW_INPUT_INVALID', `repair input breaks the input schema: ${problems.join('; ')}`, 422);
-    d.instance.input = args.input as JsonValue;
   }
   supersedeRunning(d);
-  const cut = d.ctx.order.indexOf(args.step);
-  for (const s of cut < 0 ? [] : d.ctx.order.slice(cut)) d.forgetOutput(s);
-  d.ctx.attempts = {};
-  delete d.ctx.visits;
-  d.ctx.decision = null;
+  delete d.ctx.rewinding;
+  const undo = args.compensateRewound === true ? rewoundRegistrations(d.instance, args.step) : [];
+  if (undo.length === 0) {
+    await rewindTo(d, args.step, args.input);
+    return d.done();
+  }
+  // the rewound registrations may include one that failed (a dead-lettered compensation): each runs afresh
+  for (const i of undo) d.ctx.compensations[i]!.state = 'registered';
+  d.ctx.rewinding = { step: args.step, ...(args.input === undefined ? {} : { input: args.input }), undo };
   d.ctx.unwindTo = null;
-  d.instance.generation += 1;
   d.instance.error = null;
-  d.instance.output = null;
-  const override = args.input !== undefined && !replaceWorkflowInput ? { input: args.input } : undefined;
-  await enter(d, args.step, override === undefined ? {} : { override });
+  await prepareNextCompensation(d);
   return d.done();
 }
 
@@ -92,6 +97,8 @@ export interface CancelArgs {
 export async function cancel(logic: LogicVersion, inst: Instance, args: CancelArgs): Promise<Transition> {
   const d = draftFor(logic, inst, 'verb.cancel');
   supersedeRunning(d);
+  // a cancel undoes everything registered, not only what a repair was rewinding
+  delete d.ctx.rewinding;
   d.commands.push({ type: 'cancelChildren', compensate: args.compensate === true });
   d.instance.error = { code: 'CANCELLED', message: args.reason };
   const toUndo = d.ctx.compensations.some((r) => r.state !== 'succeeded');

@@ -51,13 +51,16 @@ export async function onResume(logic: LogicVersion, inst: Instance, args: Resume
   if (!step.options.includes(args.option)) {
     throw new Refused('FLOW_BAD_OPTION', `option "${args.option}" is not one of ${step.options.join(', ')}`, 422);
   }
-  const problems = step.schema === undefined ? [] : schemaProblems(step.schema, args.payload ?? null);
+  // no payload given: an empty object where the decision declares a schema (one whose fields are
+  // all optional accepts it; otherwise the problems name the missing fields), else null
+  const payload = args.payload ?? (step.schema === undefined ? null : {});
+  const problems = step.schema === undefined ? [] : schemaProblems(step.schema, payload);
   if (problems.length > 0) {
     throw new Refused('FLOW_DECISION_PAYLOAD_INVALID', `decision payload breaks the schema of ${args.step}: ${problems.join('; ')}`, 422);
   }
   refuseUnlessApprover(args.approver, args.step, step);
   const d = new Draft(logic, inst, 'verb.resume');
-  const decision = { option: args.option, payload: args.payload ?? null, approvedBy: args.approver.subject };
+  const decision = { option: args.option, payload, approvedBy: args.approver.subject };
   d.ctx.decision = decision;
   d.ctx.approvedBy = args.approver;
   return runOn(d, decision, step.next ?? null);

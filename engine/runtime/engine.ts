@@ -1,12 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
+  canonicalJson,
   CreateWorkflowRequest,
   type FlowError,
   type StepOutcome,
   TERMINAL_STATES,
   type WorkflowRecord,
 } from '../../contracts/index.ts';
-import { BadRequest, CallbackNotAllowed, SecretMissing, SettleTimeout } from '../errors.ts';
+import { BadRequest, CallbackAnsweredDifferently, CallbackNotAllowed, SecretMissing, SettleTimeout } from '../errors.ts';
 import { hostAllowed } from '../executors/allowlist.ts';
 import { createExecutors, type ExecutorOptions } from '../executors/index.ts';
 import type { Db } from '../store/db.ts';
@@ -28,6 +29,8 @@ import { OutboxRelay, type RelayTuning } from './outbox-relay.ts';
 import { startPinned } from './start-instance.ts';
 import { checkStorable, DEFAULT_MAX_INPUT_BYTES } from './storable.ts';
 import { envOfWorkflow } from '../store/audit.ts';
+import { findAppliedCallback } from '../store/applied-callback.ts';
+import { decisionOf } from '../core/journal.ts';
 import type { ResumeArgs } from '../core/wake.ts';
 import { EngineMetrics } from './metrics.ts';
 import type { TransitionObserver } from './observer.ts';
@@ -38,6 +41,13 @@ import { type WorkerOptions, WorkerPool } from './worker-pool.ts';
  * before it is refused with FLOW_NOT_YET_WAITING (the caller sends it again).
  */
 const EARLY_COMPLETION_WAIT_MS = 2_000;
+
+/** A service's completion of a step it answered 202: an output, or an error (retryable or not). */
+export interface CompletionBody {
+  output?: unknown;
+  error?: { code: string; message: string };
+  retryable?: boolean;
+}
 
 export interface EngineOptions {
   db: Db;
@@ -166,7 +176,16 @@ export class Engine {
    * The owning service completes a step it answered with 202 waiting. The token names the
    * instance and attempt; the env is read from the instance, never from the caller.
    */
-  async complete(token: string, body: { output?: unknown; error?: { code: string; message: string }; retryable?: boolean }): Promise<WorkflowRecord> {
+  async complete(token: string, body: CompletionBody): Promise<WorkflowRecord> {
+    return (await this.completeCallback(token, body)).record;
+  }
+
+  /**
+   * `complete`, answering with the state the completion left the instance in. A repeat of a
+   * completion already applied — the same token, the same body — answers as the first delivery
+   * did and changes nothing; another body for that token is FLOW_CALLBACK_ANSWERED_DIFFERENTLY.
+   */
+  async completeCallback(token: string, body: CompletionBody): Promise<{ record: WorkflowRecord; state: string }> {
     const { workflowId, seq } = this.tokens.verify(token);
     checkStorable('the completion', body, this.#maxInputBytes);
     const env = await asScheduler(this.db, (c) => envOfWorkflow(c, workflowId));
@@ -179,17 +198,26 @@ export class Engine {
     // back at once): give that commit a moment to land before refusing
     for (let waitedMs = 0; ; ) {
       try {
-        await mutateWorkflow(this.db, this.logics, env, workflowId, { type: 'callback', seq, outcome });
-        break;
+        const t = await mutateWorkflow(this.db, this.logics, env, workflowId, { type: 'callback', seq, outcome });
+        this.workers.wake();
+        return { record: await this.get(workflowId, env), state: decisionOf(t).state };
       } catch (err) {
-        if ((err as FlowError).code !== 'FLOW_NOT_YET_WAITING' || waitedMs >= EARLY_COMPLETION_WAIT_MS) throw err;
+        const code = (err as FlowError).code;
+        if (code === 'FLOW_STALE_TOKEN') return this.#repeatedCallback(env, workflowId, seq, outcome, err);
+        if (code !== 'FLOW_NOT_YET_WAITING' || waitedMs >= EARLY_COMPLETION_WAIT_MS) throw err;
         const ms = Math.min(100, 5 + waitedMs);
         await sleep(ms);
         waitedMs += ms;
       }
     }
-    this.workers.wake();
-    return this.get(workflowId, env);
+  }
+
+  /** A token whose attempt is over: a repeat of the completion that ended it, or stale (`refusal`). */
+  async #repeatedCallback(env: string, id: string, seq: number, outcome: StepOutcome, refusal: unknown) {
+    const applied = await inEnv(this.db, env, (c) => findAppliedCallback(c, id, seq));
+    if (applied === null) throw refusal;
+    if (canonicalJson(applied.outcome) !== canonicalJson(outcome)) throw new CallbackAnsweredDifferently(id);
+    return { record: await this.get(id, env), state: applied.state };
   }
 
   /**

@@ -25,6 +25,11 @@ export interface IngestResult {
   ids: string[];
   /** False when the key was already recorded (nothing new was started). */
   created: boolean;
+  /**
+   * False when no active version has a trigger on the event's type: the event is recorded, and
+   * nothing started (a typo in the type, or a version not yet published).
+   */
+  matched: boolean;
 }
 
 /** Instance idempotency key of a trigger start: one instance per (event, logicId), whatever the retries. */
@@ -42,7 +47,7 @@ export async function ingestEvent(c: Client, logics: LogicCache, env: string, e:
   const seen = await recordEvent(c, env, { type: e.type, idempotencyKey: e.idempotencyKey, payload });
   if (seen !== null) {
     if (seen.type !== e.type || !seen.samePayload) throw new EventKeyReused(e.idempotencyKey);
-    return { ids: seen.started, created: false };
+    return { ids: seen.started, created: false, matched: seen.started.length > 0 };
   }
   const ids: string[] = [];
   for (const logicId of await triggeredLogicIds(c, e.type)) {
@@ -73,5 +78,6 @@ export async function ingestEvent(c: Client, logics: LogicCache, env: string, e:
     ids.push(started.id);
   }
   await setEventStarted(c, e.idempotencyKey, ids);
-  return { ids, created: true };
+  // each matching trigger starts exactly one instance or refuses the whole event: matched ⇔ started
+  return { ids, created: true, matched: ids.length > 0 };
 }

@@ -22,6 +22,14 @@ export interface Actor {
   scopes: readonly string[];
 }
 
+/** `repair`'s arguments as callers give them (the API body, the CLI flags). */
+export interface RepairArgs {
+  rewindTo: string;
+  input?: unknown;
+  /** Run the rewound steps' registered compensations first, last first, then re-run. (Default: false) */
+  compensateRewound?: boolean;
+}
+
 export interface VerbOptions {
   actor: Actor;
   reason?: string;
@@ -80,7 +88,7 @@ export class Operations {
     return this.#verb(id, {}, o, { type: 'verb', verb: 'retry' });
   }
 
-  repair(id: string, args: { rewindTo: string; input?: unknown }, o: VerbOptions) {
+  repair(id: string, args: RepairArgs, o: VerbOptions) {
     return this.#verb(id, args, o, { type: 'verb', verb: 'repair', args: rewindArgs(args) });
   }
 
@@ -97,7 +105,7 @@ export class Operations {
   }
 
   /** Dry run of repair: what would run again, which steps call out, which compensations register. */
-  previewRepair(id: string, args: { rewindTo: string; input?: unknown }, o: VerbOptions): Promise<Preview> {
+  previewRepair(id: string, args: RepairArgs, o: VerbOptions): Promise<Preview> {
     return this.#preview(id, { type: 'verb', verb: 'repair', args: rewindArgs(args) }, o, (logic, inst) => previewRewind(logic, inst, 'verb.repair', rewindArgs(args)));
   }
 
@@ -158,6 +166,10 @@ export class Operations {
   }
 }
 
-function rewindArgs(args: { rewindTo: string; input?: unknown }): RewindArgs {
-  return { step: args.rewindTo, ...(args.input === undefined ? {} : { input: args.input as never }) };
+function rewindArgs(args: RepairArgs): RewindArgs {
+  return {
+    step: args.rewindTo,
+    ...(args.input === undefined ? {} : { input: args.input as never }),
+    ...(args.compensateRewound === true ? { compensateRewound: true } : {}),
+  };
 }

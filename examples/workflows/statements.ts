@@ -7,19 +7,21 @@ export const statementsMonthly = workflow({
   version: 1,
   domain: 'statements',
   description: 'Enrol a new account in monthly statements and send the welcome statement.',
-  input: z.object({ accountId: z.string().min(1), currency: z.string().length(3), paperless: z.boolean() }),
+  // the engine checks a trigger's mapped input against this schema: what an event must get right
+  // (the channel) is carried into the input, so `channel: "fax"` is refused at the door
+  input: z.object({ accountId: z.string().min(1), currency: z.string().length(3), channel: z.enum(['web', 'branch']) }),
 })
   .trigger('account.opened', {
     payload: z.object({ accountId: z.string(), currency: z.string(), channel: z.enum(['web', 'branch']) }),
     input: ({ event }) => ({
       accountId: event.payload.accountId,
       currency: event.payload.currency,
-      paperless: event.payload.channel === 'web',
+      channel: event.payload.channel,
     }),
   })
   .proxy('enrol', {
     path: '/statements/enrol',
-    input: ({ input }) => ({ accountId: input.accountId, cadence: 'monthly', delivery: input.paperless ? 'email' : 'post' }),
+    input: ({ input }) => ({ accountId: input.accountId, cadence: 'monthly', delivery: input.channel === 'web' ? 'email' : 'post' }),
     output: z.object({ scheduleId: z.string(), firstStatementOn: z.string() }),
     compensate: { kind: 'proxy', path: '/statements/unenrol', input: ({ input }) => ({ accountId: input.accountId }) },
   })

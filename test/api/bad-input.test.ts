@@ -211,7 +211,7 @@ describeEachDriver('bad input on every route', (getDb) => {
     expect(await snapshot(getDb())).toEqual(before);
   });
 
-  it('a callback answers once: the second answer, and any stale or forged token, is refused', async () => {
+  it('a callback answers once: a repeat with the same body answers as the first did, another body and any forged token are refused', async () => {
     const forged = `${id}.0.${'B'.repeat(32)}`;
     expectProblem(await send('POST', `/v1/callbacks/${forged}`, { output: {} }), 401, 'FLOW_BAD_TOKEN', 'forged');
     expectProblem(await send('POST', '/v1/callbacks/garbage', { output: {} }), 401, 'FLOW_BAD_TOKEN', 'garbage');
@@ -219,7 +219,10 @@ describeEachDriver('bad input on every route', (getDb) => {
     expect(ok.statusCode).toBe(200);
     expect(ok.json()).toEqual({ workflowId: id, state: 'waiting' });
     const before = await snapshot(getDb());
-    expectProblem(await send('POST', `/v1/callbacks/${resumeToken}`, { output: {} }), 409, 'FLOW_STALE_TOKEN', 'second answer');
+    // the service retries a delivery that landed: the same answer, and nothing changes
+    const repeat = await send('POST', `/v1/callbacks/${resumeToken}`, { output: { done: true } });
+    expect([repeat.statusCode, repeat.json()]).toEqual([200, { workflowId: id, state: 'waiting' }]);
+    expectProblem(await send('POST', `/v1/callbacks/${resumeToken}`, { output: {} }), 409, 'FLOW_CALLBACK_ANSWERED_DIFFERENTLY', 'second answer');
     // now parked on the decision: the first answer goes through, the second is refused
     expect(await snapshot(getDb())).toEqual(before);
     expectProblem(await send('POST', `/v1/envs/${ENV}/workflows/${id}/decisions/nope`, { option: 'yes' }), 409, 'FLOW_WRONG_STEP', 'wrong step');

@@ -15,9 +15,13 @@ const hello = (version: number, body = "input: ({ input }) => ({ greeting: 'hell
     `export const hello = workflow({ logicId: 'dev.hello', version: ${version}, domain: 'dev', input: z.object({ name: z.string() }) })\n  .pass('greet', { ${body} });`,
   );
 
+const ask = flowSource(
+  "export const ask = workflow({ logicId: 'dev.ask', version: 1, domain: 'dev', input: z.object({}) })\n  .decision('approval', { options: ['yes', 'no'], approverScope: 'dev:approve' });",
+);
+
 // a fresh PGlite folder runs initdb (seconds; a minute on a loaded machine): waits, not assertions
 describe('s8flow dev', { timeout: 240_000 }, () => {
-  const project = scratchProject({ 'flows/hello.ts': hello(1) });
+  const project = scratchProject({ 'flows/hello.ts': hello(1), 'flows/ask.ts': ask });
   const state = mkdtempSync(join(tmpdir(), 's8flow-dev-'));
   const lines: string[] = [];
   let dev: DevHandle | null = null;
@@ -47,7 +51,7 @@ describe('s8flow dev', { timeout: 240_000 }, () => {
     process.stdout.write(`s8flow dev: first page served ${Date.now() - t0} ms after start\n`);
     expect(await page.text()).toMatch(/"devToken":"ey/);
     await dev.firstBuild;
-    expect(await versions()).toEqual(['dev.hello@1']);
+    expect(await versions()).toEqual(['dev.ask@1', 'dev.hello@1']);
   });
 
   it('keeps instances and versions across a restart of the same state folder', async () => {
@@ -61,7 +65,7 @@ describe('s8flow dev', { timeout: 240_000 }, () => {
     const again = await call('GET', `/workflows/${id}`);
     expect(again.status).toBe(200);
     expect(again.body['state']).toBe('completed');
-    expect(await versions()).toEqual(['dev.hello@1']);
+    expect(await versions()).toEqual(['dev.ask@1', 'dev.hello@1']);
   });
 
   it('keeps the last good build on a broken edit, and publishes the next version once fixed', async () => {
@@ -69,14 +73,23 @@ describe('s8flow dev', { timeout: 240_000 }, () => {
     project.write('flows/hello.ts', hello(2, 'input: ({ input }) => ({ greeting: input.nam })'));
     await round;
     expect(lines.join('\n')).toMatch(/flows\/hello\.ts:\d+:\d+ - COMPILE_/);
-    expect(await versions()).toEqual(['dev.hello@1']);
+    expect(await versions()).toEqual(['dev.ask@1', 'dev.hello@1']);
     const meanwhile = await call('POST', '/workflows', { logicId: 'dev.hello', input: { name: 'bob' } });
     expect(meanwhile.body['version']).toBe(1);
 
     round = dev!.published();
     project.write('flows/hello.ts', hello(2));
     await round;
-    expect(await versions()).toEqual(['dev.hello@1', 'dev.hello@2']);
+    expect(await versions()).toEqual(['dev.ask@1', 'dev.hello@1', 'dev.hello@2']);
     expect(lines.join('\n')).toContain('published dev.hello@2');
+  });
+  it('the token it hands out answers a decision that needs an approver scope', async () => {
+    const started = await call('POST', '/workflows', { logicId: 'dev.ask', input: {} });
+    expect(started.status).toBe(201);
+    const id = String(started.body['id']);
+    await dev!.engine.settled(id);
+    const decided = await call('POST', `/workflows/${id}/decisions/approval`, { option: 'yes' });
+    expect(decided.status).toBe(200);
+    expect(decided.body['state']).toBe('completed');
   });
 });

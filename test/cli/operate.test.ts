@@ -1,3 +1,7 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { main } from '../../cli/main.ts';
 import { mintToken } from '../../cli/dev-token.ts';
@@ -16,6 +20,30 @@ const flaky = logic({
   start: 'charge',
   steps: { charge: { kind: 'proxy', handler: 'TEST', method: 'POST', path: '/charge', retry: { maxAttempts: 1 } } },
 } as never);
+
+const hello = logic({
+  logicId: 'cli.hello',
+  start: 'greet',
+  input: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] },
+  triggers: [{ event: 'cli.said', input: '{ "n": event.payload.n }' }],
+  steps: { greet: { kind: 'pass', input: '{ "greeting": "hello " & $string(input.n) }' } },
+} as never);
+const ask = logic({
+  logicId: 'cli.ask',
+  start: 'approval',
+  steps: {
+    approval: { kind: 'decision', options: ['yes', 'no'], schema: { type: 'object', properties: { note: { type: 'string' } } } },
+  },
+} as never);
+const held = logic({
+  logicId: 'cli.held',
+  start: 'hold',
+  steps: {
+    hold: { kind: 'proxy', handler: 'TEST', path: '/hold', compensate: { kind: 'proxy', handler: 'TEST', path: '/unhold' }, next: 'charge' },
+    charge: { kind: 'proxy', handler: 'TEST', method: 'POST', path: '/charge', retry: { maxAttempts: 1 } },
+  },
+} as never);
+const BIN = new URL('../../bin/s8flow.mjs', import.meta.url).pathname;
 
 describe('s8flow operator commands over the API', () => {
   let db: Db;
@@ -48,11 +76,15 @@ describe('s8flow operator commands over the API', () => {
   const target = (token: string) => ['--url', url, '--token', token];
 
   beforeAll(async () => {
-    svc = await new FakeService().on('/charge', () => (up ? { status: 200, body: { ok: true } } : { status: 503 })).listen();
+    svc = await new FakeService()
+      .on('/charge', () => (up ? { status: 200, body: { ok: true } } : { status: 503 }))
+      .on('/hold', () => ({ status: 200, body: { held: true } }))
+      .on('/unhold', () => ({ status: 200, body: { unheld: true } }))
+      .listen();
     db = await openDb();
     await migrate(db);
     engine = new Engine({ db, executors: { handlers: new Map([['TEST', { url: svc.url }]]) }, worker: { concurrency: 2, pollMs: 50 } });
-    await engine.publishVersion(engine.env, flaky);
+    for (const doc of [flaky, hello, ask, held]) await engine.publishVersion(engine.env, doc);
     await engine.workers.start();
     api = await buildApi({ engine, auth: { secret: SECRET, production: false } });
     url = await api.app.listen({ host: '127.0.0.1', port: 0 });
@@ -134,5 +166,86 @@ describe('s8flow operator commands over the API', () => {
     const mixed = await run('bulk', 'cancel', '--logic-id', 'cli.flaky', '--reason', 'clean up', ...target(admin));
     expect(mixed.code).toBe(6);
     expect(mixed.out).toContain('FLOW_VERB_NOT_ALLOWED');
+  });
+  it('launches an instance, sends an event, lists versions, and retires and reactivates one', async () => {
+    const launched = await run('launch', 'cli.hello', '--input', '{"n":1}', '--json', ...target(admin));
+    expect(launched.code).toBe(0);
+    const record = JSON.parse(launched.out);
+    expect((await engine.settled(record.id)).output).toEqual({ greeting: 'hello 1' });
+    const table = await run('launch', 'cli.hello', '--input', '{"n":2}', '--idempotency-key', 'k-2', ...target(admin));
+    expect(table.out).toMatch(/^[0-9a-f-]{36} {2}cli\.hello@1 {2}\w+/);
+
+    const sent = await run('send', 'cli.said', '--payload', '{"n":3}', '--key', 'evt-1', '--json', ...target(admin));
+    expect(sent.code).toBe(0);
+    const { ids, matched } = JSON.parse(sent.out);
+    expect(matched).toBe(true);
+    expect((await engine.settled(ids[0])).output).toEqual({ greeting: 'hello 3' });
+    const nobody = await run('send', 'cli.nobody', '--key', 'evt-2', ...target(admin));
+    expect(nobody.out).toContain('no trigger listens to cli.nobody');
+
+    const versions = await run('versions', ...target(admin));
+    expect(versions.code).toBe(0);
+    expect(versions.out.split('\n')[0]).toMatch(/^logicId\s+version\s+active/);
+    expect(versions.out).toMatch(/cli\.hello\s+1\s+true/);
+
+    expect((await run('retire', 'cli.hello', '1', ...target(admin))).code).toBe(0);
+    expect((await run('versions', '--json', ...target(admin))).out).toMatch(/"logicId": "cli\.hello",[^}]*"active": false/);
+    const refused = await run('launch', 'cli.hello', '--input', '{"n":4}', ...target(admin));
+    expect(refused.err).toContain('FLOW_VERSION_RETIRED');
+    expect(refused.code).not.toBe(0);
+    expect((await run('reactivate', 'cli.hello', '1', ...target(admin))).code).toBe(0);
+    expect((await run('launch', 'cli.hello', '--input', '{"n":5}', ...target(admin))).code).toBe(0);
+    expect((await run('retire', 'cli.hello', 'one', ...target(admin))).code).toBe(2);
+  });
+
+  it('decides without --payload when the decision needs none', async () => {
+    const { id } = await engine.start({ logicId: 'cli.ask', input: {} });
+    expect((await engine.settled(id)).state).toBe('waiting');
+    const decided = await run('decide', id, 'approval', '--option', 'yes', ...target(admin));
+    expect(decided.err).toBe('');
+    expect(decided.code).toBe(0);
+    expect((await engine.get(id)).state).toBe('completed');
+  });
+
+  it('publish from a folder that is not there says so with a code, not a stack trace', async () => {
+    const to = mkdtempSync(join(tmpdir(), 's8flow-publish-'));
+    try {
+      const missing = await run('publish', '--to', to, '--from', join(to, 'no-such-dir'));
+      expect(missing.code).toBe(1);
+      expect(missing.err).toMatch(/^s8flow publish: .*no-such-dir.*\[CLI_NO_ARTIFACTS\]\n$/);
+      const overHttp = await run('publish', '--to', url, '--token', admin, '--from', join(to, 'no-such-dir'));
+      expect(overHttp.err).toContain('[CLI_NO_ARTIFACTS]');
+    } finally {
+      rmSync(to, { recursive: true, force: true });
+    }
+  });
+
+  it('exits quietly when the reader of its output goes away (s8flow show … | head)', { timeout: 120_000 }, async () => {
+    const { id } = await engine.start({ logicId: 'cli.hello', input: { n: 6 } });
+    await engine.settled(id);
+    const child = spawn(process.execPath, [BIN, 'show', id, '--json', ...target(admin)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // the reader closes before the command writes: its first write meets a closed pipe (EPIPE)
+    child.stdout.destroy();
+    let err = '';
+    child.stderr.on('data', (b) => {
+      err += String(b);
+    });
+    const code = await new Promise<number | null>((done) => child.on('close', done));
+    expect(err).toBe('');
+    expect(code).toBe(0);
+  });
+  it('repair --dry-run lists the effects that stay in place; --compensate-rewound undoes them before the re-run', async () => {
+    up = false;
+    const { id } = await engine.start({ logicId: 'cli.held', input: {} });
+    expect((await engine.settled(id)).state).toBe('dead_lettered');
+    const dry = await run('repair', id, '--step', 'hold', '--dry-run', ...target(admin));
+    expect(dry.out).toContain('stay in place');
+    expect(dry.out).toMatch(new RegExp(`hold\\s+0\\s+proxy TEST /unhold\\s+${id}:hold:0:compensate`));
+    up = true;
+    const from = svc.received.length;
+    const repaired = await run('repair', id, '--step', 'hold', '--compensate-rewound', '--reason', 'hold twice', ...target(admin));
+    expect(repaired.code).toBe(0);
+    expect((await engine.settled(id)).state).toBe('completed');
+    expect(svc.received.slice(from).map((c) => c.headers['idempotency-key'])).toEqual([`${id}:hold:0:compensate`, `${id}:hold:1`, `${id}:charge:1`]);
   });
 });

@@ -62,7 +62,7 @@ describe('compiling the examples', () => {
     expect(byId.get('statements.monthly')!.triggers).toEqual([
       {
         event: 'account.opened',
-        input: '{"accountId": event.payload.accountId, "currency": event.payload.currency, "paperless": event.payload.channel = "web"}',
+        input: '{"accountId": event.payload.accountId, "currency": event.payload.currency, "channel": event.payload.channel}',
       },
     ]);
   });

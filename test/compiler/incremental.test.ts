@@ -1,3 +1,4 @@
+import { renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { type CompileResult, createCompiler, watch } from '../../compiler/index.ts';
@@ -64,6 +65,43 @@ describe('incremental compiles', () => {
       project.write('one.ts', flow('inc.one', '/one/v3'));
       await recompiled;
       expect(results[1]?.versions.find((v) => v.doc.logicId === 'inc.one')?.doc.steps['a']).toMatchObject({ path: '/one/v3' });
+    } finally {
+      await stop();
+    }
+  });
+  test('watch mode keeps seeing a file that editors save by rename (write a temporary file, rename it over)', async () => {
+    const seen: CompileResult[] = [];
+    let wake: () => void = () => undefined;
+    const stop = await watch({
+      root: project.dir,
+      write: false,
+      onResult: (r) => {
+        if (!r.ok) throw r.error;
+        seen.push(r.value);
+        wake();
+      },
+    });
+    const next = (n: number) =>
+      new Promise<void>((resolve) => {
+        wake = () => seen.length >= n && resolve();
+        wake();
+      });
+    const path = (r: CompileResult | undefined) => r?.versions.find((v) => v.doc.logicId === 'inc.one')?.doc.steps['a'];
+    const saveByRename = (text: string) => {
+      const tmp = join(project.dir, '.one.ts.swp');
+      writeFileSync(tmp, text);
+      renameSync(tmp, join(project.dir, 'one.ts'));
+    };
+    try {
+      for (const [n, p] of [[2, '/one/r1'], [3, '/one/r2'], [4, '/one/r3']] as const) {
+        saveByRename(flow('inc.one', p));
+        await next(n);
+        expect(path(seen.at(-1))).toMatchObject({ path: p });
+      }
+      // a plain write after the renames is seen too
+      project.write('one.ts', flow('inc.one', '/one/w'));
+      await next(5);
+      expect(path(seen.at(-1))).toMatchObject({ path: '/one/w' });
     } finally {
       await stop();
     }

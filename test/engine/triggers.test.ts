@@ -59,7 +59,7 @@ describeEachDriver('event triggers', (getDb) => {
 
     const first = await ingest(type, 'evt-repeat');
     const again = await ingest(type, 'evt-repeat');
-    expect(again).toEqual({ ids: first.ids, created: false });
+    expect(again).toEqual({ ids: first.ids, created: false, matched: true });
     expect(await countOf(logic.logicId)).toBe(1);
     await expect(ingest(type, 'evt-repeat', { id: 'another' })).rejects.toMatchObject({ code: 'FLOW_EVENT_KEY_REUSED' });
     expect(await countOf(logic.logicId)).toBe(1);
@@ -84,10 +84,10 @@ describeEachDriver('event triggers', (getDb) => {
     expect(await get(early)).toMatchObject({ version: 1, logicHash: v1.hash, state: 'completed' });
   });
 
-  it('records an event of a type no trigger listens to and starts nothing', async () => {
+  it('records an event of a type no trigger listens to, starts nothing, and says that nothing matched', async () => {
     const result = await ingest('nobody.listens', 'evt-unknown');
-    expect(result).toEqual({ ids: [], created: true });
-    expect(await ingest('nobody.listens', 'evt-unknown')).toEqual({ ids: [], created: false });
+    expect(result).toEqual({ ids: [], created: true, matched: false });
+    expect(await ingest('nobody.listens', 'evt-unknown')).toEqual({ ids: [], created: false, matched: false });
   });
 
   it('refuses an event whose trigger input does not fit the input schema, recording and starting nothing', async () => {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Engine } from '../../engine/runtime/engine.ts';
+import { exportTrace, replay } from '../../engine/testing/index.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { OPERATOR, settle, testEngine, uniqueLogic } from '../support/engine.ts';
 import { FakeService } from '../support/fake-service.ts';
@@ -8,6 +9,7 @@ describeEachDriver('operator verbs', (getDb) => {
   let svc: FakeService;
   let engine: Engine;
   let failCharge = true;
+  let chargeUp = false;
   beforeAll(async () => {
     svc = await new FakeService()
       .on('/reserve', (r) => ({ status: 200, body: { id: `res-${(r.body as { n: number }).n}` } }))
@@ -15,6 +17,9 @@ describeEachDriver('operator verbs', (getDb) => {
       .on('/charge', () => (failCharge ? { status: 422, body: { message: 'card declined' } } : { status: 200, body: { charged: true } }))
       .on('/flaky', () => ({ status: 503 }))
       .on('/notify', () => ({ status: 200, body: { sent: true } }))
+      .on('/hold', () => ({ status: 200, body: { held: true } }))
+      .on('/unhold', () => ({ status: 200, body: { unheld: true } }))
+      .on('/charge-later', () => (chargeUp ? { status: 200, body: { charged: true } } : { status: 503 }))
       .listen();
     engine = testEngine(getDb(), svc);
   });
@@ -104,6 +109,35 @@ describeEachDriver('operator verbs', (getDb) => {
     expect(new Set(record.steps.map((s) => s.idempotencyKey))).toEqual(new Set([`${id}:flaky:0`]));
   });
 
+  it('the retry preview lists the dead-lettered step it re-runs, under its key, and stops where its answer is unknown', async () => {
+    const logic = uniqueLogic({
+      start: 'reserve',
+      steps: {
+        reserve: {
+          kind: 'proxy',
+          handler: 'test',
+          path: '/reserve',
+          input: '{ "n": 4 }',
+          compensate: { kind: 'proxy', handler: 'test', path: '/release' },
+          next: 'capture',
+        },
+        capture: {
+          kind: 'proxy',
+          handler: 'test',
+          path: '/flaky',
+          retry: { maxAttempts: 2, initialMs: 0 },
+          output: { type: 'object', properties: { captureId: { type: 'string' } }, required: ['captureId'] },
+        },
+      },
+    });
+    const { id } = await startFlow(logic);
+    expect((await engine.get(id, 'test-env')).state).toBe('dead_lettered');
+    const preview = await engine.ops.previewRetry(id, { ...OPERATOR, env: 'test-env' });
+    expect(preview.steps.map((s) => [s.step, s.idempotencyKey])).toEqual([['capture', `${id}:capture:0`]]);
+    // capture never answered, and null breaks its output schema: the dry run cannot know what follows
+    expect(preview.stopsAt).toEqual({ state: 'pending', step: 'capture' });
+  });
+
   it('force-complete marks a dead-lettered step done and the flow goes on', async () => {
     const logic = uniqueLogic({
       start: 'flaky',
@@ -189,5 +223,81 @@ describeEachDriver('operator verbs', (getDb) => {
     await expect(
       engine.ops.repair(id, { rewindTo: 'reserve', input: { n: 'three' } }, { ...OPERATOR, env: 'test-env' }),
     ).rejects.toMatchObject({ code: 'FLOW_INPUT_INVALID' });
+  });
+  // reserve and hold take effect, charge dead-letters: both effects stay in place
+  const twoEffects = () =>
+    uniqueLogic({
+      start: 'reserve',
+      steps: {
+        reserve: {
+          kind: 'proxy',
+          handler: 'test',
+          path: '/reserve',
+          input: '{ "n": input.n }',
+          compensate: { kind: 'proxy', handler: 'test', path: '/release', input: '{ "res": steps.reserve.id }' },
+          next: 'hold',
+        },
+        hold: { kind: 'proxy', handler: 'test', path: '/hold', compensate: { kind: 'proxy', handler: 'test', path: '/unhold' }, next: 'charge' },
+        charge: { kind: 'proxy', handler: 'test', path: '/charge-later', retry: { maxAttempts: 1 } },
+      },
+    });
+
+  it("the repair preview lists every effect of the rewound steps that stays in place, with its registered compensation", async () => {
+    chargeUp = false;
+    const { id } = await startFlow(twoEffects(), 1);
+    expect((await engine.get(id, 'test-env')).state).toBe('dead_lettered');
+    const kept = await engine.ops.previewRepair(id, { rewindTo: 'hold' }, { ...OPERATOR, env: 'test-env' });
+    expect(kept.keptEffects).toEqual([
+      { step: 'hold', generation: 0, compensation: 'proxy test /unhold', compensationKey: `${id}:hold:0:compensate` },
+    ]);
+    const all = await engine.ops.previewRepair(id, { rewindTo: 'reserve', input: { n: 2 } }, { ...OPERATOR, env: 'test-env' });
+    expect(all.keptEffects.map((e) => [e.step, e.compensationKey])).toEqual([
+      ['reserve', `${id}:reserve:0:compensate`],
+      ['hold', `${id}:hold:0:compensate`],
+    ]);
+    const undone = await engine.ops.previewRepair(id, { rewindTo: 'reserve', input: { n: 2 }, compensateRewound: true }, { ...OPERATOR, env: 'test-env' });
+    expect(undone.keptEffects).toEqual([]);
+    expect(undone.steps.map((s) => s.idempotencyKey)).toEqual([
+      `${id}:hold:0:compensate`,
+      `${id}:reserve:0:compensate`,
+      `${id}:reserve:1`,
+      `${id}:hold:1`,
+      `${id}:charge:1`,
+    ]);
+  });
+
+  it('repair --compensate-rewound runs the rewound effects\' compensations first, last first, under their :compensate keys, then re-runs', async () => {
+    chargeUp = false;
+    const { id, logic } = await startFlow(twoEffects(), 1);
+    expect((await engine.get(id, 'test-env')).state).toBe('dead_lettered');
+    const from = svc.received.length;
+    chargeUp = true;
+    await engine.ops.repair(id, { rewindTo: 'reserve', input: { n: 2 }, compensateRewound: true }, { ...OPERATOR, env: 'test-env', reason: 'wrong amount' });
+    await settle(engine);
+    const record = await engine.get(id, 'test-env');
+    expect([record.state, record.generation]).toEqual(['completed', 1]);
+    const calls = svc.received.slice(from).map((c) => [c.path, c.headers['idempotency-key']]);
+    expect(calls).toEqual([
+      ['/unhold', `${id}:hold:0:compensate`],
+      ['/release', `${id}:reserve:0:compensate`],
+      ['/reserve', `${id}:reserve:1`],
+      ['/hold', `${id}:hold:1`],
+      ['/charge-later', `${id}:charge:1`],
+    ]);
+    // the compensation saw the output of the effect it undoes; the re-run took the new input
+    expect(svc.received[from + 1]?.body).toEqual({ res: 'res-1' });
+    expect(svc.received[from + 2]?.body).toEqual({ n: 2 });
+    expect(record.compensations.map((c) => [c.step, c.state])).toEqual([
+      ['reserve', 'succeeded'],
+      ['hold', 'succeeded'],
+      ['reserve', 'registered'],
+      ['hold', 'registered'],
+    ]);
+    // decided in the core and journalled: the run replays with no calls
+    const trace = await exportTrace(engine, 'test-env', id);
+    const before = svc.received.length;
+    const replayed = await replay(logic, trace);
+    expect(svc.received.length).toBe(before);
+    expect([replayed.state, replayed.generation]).toEqual(['completed', 1]);
   });
 });

@@ -144,7 +144,7 @@ describeEachDriver('waiting: decisions, timers, callbacks', (getDb) => {
       engine.complete(token, { output: { shipped: 2 } }),
     ]);
     expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
-    expect(results.find((r) => r.status === 'rejected')).toMatchObject({ reason: { code: 'FLOW_STALE_TOKEN' } });
+    expect(results.find((r) => r.status === 'rejected')).toMatchObject({ reason: { code: 'FLOW_CALLBACK_ANSWERED_DIFFERENTLY' } });
     await settle(engine);
     const record = await get(id);
     expect(record.state).toBe('completed');

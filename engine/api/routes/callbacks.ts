@@ -6,7 +6,9 @@ import { PROBLEMS } from './shared.ts';
 /**
  * The 202 contract: the owning service completes a step it answered `202 {"status":"waiting"}`.
  * The resume token authenticates (a forged one is FLOW_BAD_TOKEN, 401); the env comes from the
- * record it names; a second answer, or one for an attempt that is over, is 409 FLOW_STALE_TOKEN.
+ * record it names. A repeat of the answer already applied (same token, same body) answers as the
+ * first delivery did; another body for it is 409 FLOW_CALLBACK_ANSWERED_DIFFERENTLY; a token for
+ * an attempt that ended otherwise (timed out, retried, rewound, cancelled) is 409 FLOW_STALE_TOKEN.
  * One that overtakes the commit of the 202 answer waits for it, then (after 2 s) is 409
  * FLOW_NOT_YET_WAITING: sending it again is safe.
  */
@@ -25,12 +27,12 @@ export const callbackRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (
     },
     async (req) => {
       const body = req.body;
-      const record = await engine.complete(
+      const { record, state } = await engine.completeCallback(
         req.params.resumeToken,
         'output' in body ? { output: body.output } : { error: body.error, ...(body.retryable === undefined ? {} : { retryable: body.retryable }) },
       );
-      req.log.child({ workflowId: record.id, env: record.env }).info({ state: record.state }, 'callback completed a step');
-      return { workflowId: record.id, state: record.state };
+      req.log.child({ workflowId: record.id, env: record.env }).info({ state }, 'callback completed a step');
+      return { workflowId: record.id, state };
     },
   );
 };

@@ -28,7 +28,7 @@ export const eventRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (app
     async (req, reply) => {
       requireScope(principalOf(req), 'flow:events', req.body.type, `event ${req.body.type}`);
       const result = await engine.ingestEvent({ ...req.body, env: req.params.env });
-      req.log.info({ event: req.body.type, started: result.ids, created: result.created }, 'event ingested');
+      req.log.info({ event: req.body.type, started: result.ids, created: result.created, matched: result.matched }, 'event ingested');
       return reply.code(202).send(result);
     },
   );

@@ -6,7 +6,7 @@ import { WorkflowRecordSchema } from '../../../contracts/api/workflows.ts';
 import type { FlowScope } from '../../../contracts/scopes.ts';
 import type { Preview } from '../../core/preview.ts';
 import type { Engine } from '../../runtime/engine.ts';
-import type { VerbOptions } from '../../runtime/operations.ts';
+import type { RepairArgs, VerbOptions } from '../../runtime/operations.ts';
 import { principalOf } from '../guard.ts';
 import { BEARER, PROBLEMS } from './shared.ts';
 
@@ -94,6 +94,10 @@ export const verbRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (app,
   }
 };
 
-function repairArgs(b: z.infer<typeof RepairRequest>): { rewindTo: string; input?: unknown } {
-  return b.input === undefined ? { rewindTo: b.rewindTo } : { rewindTo: b.rewindTo, input: b.input };
+function repairArgs(b: z.infer<typeof RepairRequest>): RepairArgs {
+  return {
+    rewindTo: b.rewindTo,
+    ...(b.input === undefined ? {} : { input: b.input }),
+    ...(b.compensateRewound === true ? { compensateRewound: true } : {}),
+  };
 }

@@ -1,0 +1,107 @@
+import { createFlowClient, type FlowClient, FlowApiError } from '../../client/index.ts';
+import { type Args, flag, parseArgs, UsageError } from '../args.ts';
+import { ApiProblem, EXIT, exitFor, jsonFlag, targetOf } from '../http.ts';
+import { table } from '../table.ts';
+
+/**
+ * Starting work and managing versions from the command line, through the typed client
+ * (`sentin8-flow/client`). `s8flow start` names the server, so an instance is started with
+ * `launch`; an event is ingested with `send`.
+ */
+export const LIFECYCLE_USAGE: Record<string, string> = {
+  launch: 's8flow launch <logicId> --input JSON|@file [--version N] [--idempotency-key K] [--correlation-id C]',
+  send: 's8flow send <eventType> --key IDEMPOTENCY_KEY [--payload JSON|@file]',
+  versions: 's8flow versions [logicId]',
+  retire: 's8flow retire <logicId> <version>   (new starts refused; running instances finish)',
+  reactivate: 's8flow reactivate <logicId> <version>',
+};
+const COMMON = ' [--url URL] [--token T] [--env E] [--json]';
+for (const k of Object.keys(LIFECYCLE_USAGE)) LIFECYCLE_USAGE[k] += COMMON;
+
+const out = (s: string) => process.stdout.write(s);
+const json = (v: unknown) => out(`${JSON.stringify(v, null, 2)}\n`);
+
+function positionals(args: Args, usage: string, n: number): string[] {
+  if (args.positionals.length !== n) throw new UsageError(`usage: ${usage}`);
+  return args.positionals;
+}
+
+function versionArg(raw: string | undefined, usage: string): number {
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new UsageError(`a version is a whole number >= 1, not ${raw}: ${usage}`);
+  return n;
+}
+
+export function lifecycleCommand(name: string): (argv: string[]) => Promise<number> {
+  return async (argv) => {
+    const args = parseArgs(argv, ['json']);
+    const usage = LIFECYCLE_USAGE[name]!;
+    const asJson = flag(args, 'json') === 'true';
+    const t = targetOf(args);
+    const client = createFlowClient({ baseUrl: t.url, token: t.token, env: t.env });
+    try {
+      await COMMANDS[name]!(client, args, usage, asJson);
+      return EXIT.ok;
+    } catch (err) {
+      // the client's problem, with the exit code the API commands give its status
+      if (err instanceof FlowApiError || (err instanceof Error && 'code' in err && err.code === 'FLOW_CLIENT_UNREACHABLE')) {
+        const status = (err as FlowApiError).status ?? 503;
+        throw new ApiProblem(status, (err as FlowApiError).code, err.message, exitFor(status));
+      }
+      throw err;
+    }
+  };
+}
+
+type Run = (client: FlowClient, args: Args, usage: string, asJson: boolean) => Promise<void>;
+
+const COMMANDS: Record<string, Run> = {
+  async launch(client, args, usage, asJson) {
+    const [logicId] = positionals(args, usage, 1);
+    const input = await jsonFlag(args, 'input');
+    if (input === undefined) throw new UsageError(`--input is required: ${usage}`);
+    const version = flag(args, 'version');
+    const correlationId = flag(args, 'correlation-id');
+    const key = flag(args, 'idempotency-key');
+    const { record, created } = await client.start(
+      {
+        logicId: logicId!,
+        input: input as never,
+        ...(version === undefined ? {} : { version: versionArg(version, usage) }),
+        ...(correlationId === undefined ? {} : { correlationId }),
+      },
+      key === undefined ? {} : { idempotencyKey: key },
+    );
+    if (asJson) json(record);
+    else out(`${record.id}  ${record.logicId}@${record.version}  ${record.state}${created ? '' : '  (already started with this key)'}\n`);
+  },
+
+  async send(client, args, usage, asJson) {
+    const [type] = positionals(args, usage, 1);
+    const key = flag(args, 'key');
+    if (key === undefined || key === '') throw new UsageError(`--key is required (the same key never starts anything twice): ${usage}`);
+    const payload = await jsonFlag(args, 'payload');
+    const res = await client.ingestEvent({ type: type!, idempotencyKey: key, ...(payload === undefined ? {} : { payload: payload as never }) });
+    if (asJson) json(res);
+    else if (!res.matched) out(`recorded; no trigger listens to ${type}: nothing started\n`);
+    else out(`${res.created ? 'started' : 'already sent with this key; started earlier'}: ${res.ids.join(' ')}\n`);
+  },
+
+  async versions(client, args, usage, asJson) {
+    if (args.positionals.length > 1) throw new UsageError(`usage: ${usage}`);
+    const only = args.positionals[0];
+    const items = (await client.listVersions()).filter((v) => only === undefined || v.logicId === only);
+    if (asJson) json({ items });
+    else out(table(items, ['logicId', 'version', 'active', 'inFlight', 'publishedAt', 'hash']));
+  },
+
+  retire: (client, args, usage, asJson) => setActive(client, args, usage, asJson, false),
+  reactivate: (client, args, usage, asJson) => setActive(client, args, usage, asJson, true),
+};
+
+async function setActive(client: FlowClient, args: Args, usage: string, asJson: boolean, active: boolean): Promise<void> {
+  const [logicId, raw] = positionals(args, usage, 2);
+  const v = await client.setVersionActive(logicId!, versionArg(raw, usage), active);
+  if (asJson) json(v);
+  else out(`${v.logicId}@${v.version} ${v.active ? 'active: new starts use it' : 'retired: new starts are refused'}; ${v.inFlight} in flight\n`);
+}
