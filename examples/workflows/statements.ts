@@ -4,7 +4,7 @@ import { z } from 'zod';
 /** Sets up monthly statements for an account as soon as it is opened. */
 export const statementsMonthly = workflow({
   logicId: 'statements.monthly',
-  version: 1,
+  version: 2,
   domain: 'statements',
   description: 'Enrol a new account in monthly statements and send the welcome statement.',
   // the engine checks a trigger's mapped input against this schema: what an event must get right

@@ -26,7 +26,7 @@ describe('s8flow publish to a directory', () => {
   test('copies every LogicVersion, diagram and the manifest', async () => {
     const to = join(scratch.dir, 'engine-a');
     const result = await publish({ from, to });
-    expect(result.published).toEqual(['payments.capture@1', 'provisioning.service@1', 'provisioning.tenant@1', 'statements.monthly@1']);
+    expect(result.published).toEqual(['payments.capture@1', 'provisioning.service@1', 'provisioning.tenant@1', 'statements.monthly@2']);
     const [src, dst] = [readTree(from), readTree(to)];
     for (const [path, bytes] of src) expect(dst.get(path)?.equals(bytes), path).toBe(true);
   });
@@ -51,7 +51,7 @@ describe('s8flow publish to a directory', () => {
   test('a conflict leaves the target untouched', async () => {
     const to = join(scratch.dir, 'engine-d');
     await publish({ from, to });
-    const path = join(to, 'statements.monthly@1.json');
+    const path = join(to, 'statements.monthly@2.json');
     writeFileSync(path, canonicalJson({ hash: 'sha256:other' }));
     const manifestBefore = readFileSync(join(to, 'manifest.json'), 'utf8');
     expect(await publishCode(publish({ from, to }))).toBe(PublishErrorCode.versionConflict);
