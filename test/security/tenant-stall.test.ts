@@ -1,5 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createFuncRuntime, type FuncRunResult } from '../../host-functions/index.ts';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { LogicVersion } from '../../contracts/index.ts';
+import { Engine } from '../../engine/runtime/engine.ts';
+import type { TimeoutCaps } from '../../engine/runtime/execute-attempt.ts';
+import type { Db } from '../../engine/store/db.ts';
+import { createFuncRuntime, type FuncRunResult, type FuncRuntime } from '../../host-functions/index.ts';
+import { describeEachDriver } from '../support/db.ts';
+import { OPERATOR, settle, uniqueLogic } from '../support/engine.ts';
 import { type BuiltTestModules, buildTestModules, runRequest, TEST_MEMORY_PAGES } from '../host-functions/helpers/test-modules.ts';
 
 /**
@@ -85,5 +91,96 @@ describe('the module runtime under a spinning tenant', () => {
     await runtime.run(echo('b', 0)).catch(() => {});
     await runtime.close();
     expect(await spinner).toMatchObject({ status: 'failed', error: { code: 'FUNC_RUNTIME_CLOSED' } });
+  });
+});
+
+describeEachDriver('the engine under a spinning tenant', (getDb) => {
+  let runtime: FuncRuntime;
+  let engine: Engine | null = null;
+  const UNCAPPED: TimeoutCaps = { stepMs: FOREVER, funcMs: FOREVER };
+
+  beforeAll(() => {
+    runtime = createFuncRuntime({ loadModule: modules.load, maxMemoryPages: TEST_MEMORY_PAGES, poolSize: 2, runInline: false });
+  });
+  afterEach(async () => {
+    await engine?.close();
+    engine = null;
+  });
+  afterAll(async () => {
+    await runtime?.close();
+  });
+
+  function makeEngine(db: Db, timeoutCaps: TimeoutCaps): Engine {
+    engine = new Engine({ db, env: 'team-a', executors: { funcRuntime: runtime }, worker: { timeoutCaps, pollMs: 20 } });
+    return engine;
+  }
+
+  const spinner = () =>
+    uniqueLogic({
+      start: 'spin',
+      modules: { bad: { sha256: modules.hash['misbehave']!, imports: {} } },
+      steps: { spin: { kind: 'func', module: 'bad', export: 'loop', timeoutMs: FOREVER, retry: { maxAttempts: 1 } } },
+    });
+  const echoer = () =>
+    uniqueLogic({
+      start: 'echo',
+      modules: { ok: { sha256: modules.hash['echo']!, imports: {} } },
+      steps: { echo: { kind: 'func', module: 'ok', timeoutMs: 1_000, retry: { maxAttempts: 1 } } },
+    });
+
+  async function publish(e: Engine, env: string, logic: LogicVersion): Promise<void> {
+    const uploads = await Promise.all(Object.values(logic.modules ?? {}).map(async (m) => [m.sha256, await modules.load(m.sha256)] as const));
+    await e.publishVersion(env, logic, Object.fromEntries(uploads));
+  }
+
+  async function until(what: string, check: () => Promise<boolean>): Promise<void> {
+    for (let i = 0; i < 2_000; i++) {
+      if (await check()) return;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    throw new Error(`never: ${what}`);
+  }
+
+  it('a module with timeoutMs 2147483647 that never returns fails FUNC_TIMEOUT at the configured cap', async () => {
+    const e = makeEngine(getDb(), { stepMs: FOREVER, funcMs: 300 });
+    const logic = spinner();
+    await publish(e, 'team-a', logic);
+    const { id } = await e.start({ logicId: logic.logicId, input: {} });
+    await settle(e);
+    expect(await e.get(id)).toMatchObject({ state: 'failed', error: { code: 'FUNC_TIMEOUT', step: 'spin' } });
+  });
+
+  it("another env's func step completes while two spinners of one env run, and cancelling them frees their workers", async () => {
+    const e = makeEngine(getDb(), UNCAPPED);
+    const spin = spinner();
+    const quick = echoer();
+    await publish(e, 'team-a', spin);
+    await publish(e, 'team-a', quick);
+    await publish(e, 'team-b', quick);
+    await e.workers.start();
+    const spinners = [await e.start({ logicId: spin.logicId, input: {} }), await e.start({ logicId: spin.logicId, input: {} })];
+    await until('both spinners run', async () => (await Promise.all(spinners.map((s) => e.get(s.id)))).every((r) => r.state === 'processing'));
+    const other = await e.start({ logicId: quick.logicId, input: { n: 1 }, env: 'team-b' });
+    expect(await e.settled(other.id, 'team-b')).toMatchObject({ state: 'completed', output: { echo: { n: 1 } } });
+    for (const s of spinners) expect((await e.get(s.id)).state).toBe('processing');
+
+    for (const s of spinners) await e.ops.cancel(s.id, { reason: 'spins' }, { ...OPERATOR, env: 'team-a' });
+    for (const s of spinners) expect((await e.settled(s.id)).state).toBe('cancelled');
+    // both of team-a's workers were spinning: its next run gets one only if cancel stopped them
+    const next = await e.start({ logicId: quick.logicId, input: { n: 2 } });
+    expect(await e.settled(next.id)).toMatchObject({ state: 'completed', output: { echo: { n: 2 } } });
+  });
+
+  it('stopping the engine returns while a module spins, and lets its instance go at once', async () => {
+    const e = makeEngine(getDb(), UNCAPPED);
+    const spin = spinner();
+    await publish(e, 'team-a', spin);
+    await e.workers.start();
+    const { id } = await e.start({ logicId: spin.logicId, input: {} });
+    await until('the spinner runs', async () => (await e.get(id)).state === 'processing');
+    await e.workers.stop();
+    const row = await getDb().pool.query<{ lapsed: boolean }>(`SELECT lease_expires_at <= now() AS lapsed FROM workflows WHERE id = $1`, [id]);
+    expect(row.rows[0]!.lapsed).toBe(true);
+    await e.ops.cancel(id, { reason: 'spins' }, { ...OPERATOR, env: 'team-a' });
   });
 });
