@@ -4,6 +4,12 @@ import { Engine } from '../../engine/runtime/engine.ts';
 import type { TimeoutCaps } from '../../engine/runtime/execute-attempt.ts';
 import type { Db } from '../../engine/store/db.ts';
 import { createFuncRuntime, type FuncRunResult, type FuncRuntime } from '../../host-functions/index.ts';
+import { begin } from '../../engine/core/flow.ts';
+import { newInstance } from '../../engine/runtime/start-instance.ts';
+import { claimWorkflows } from '../../engine/store/claim-workflows.ts';
+import { insertWorkflow } from '../../engine/store/insert-workflow.ts';
+import { publishLogicVersion } from '../../engine/store/logic-versions.ts';
+import { asScheduler, inEnv } from '../../engine/store/tx.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { OPERATOR, settle, uniqueLogic } from '../support/engine.ts';
 import { type BuiltTestModules, buildTestModules, runRequest, TEST_MEMORY_PAGES } from '../host-functions/helpers/test-modules.ts';
@@ -182,5 +188,44 @@ describeEachDriver('the engine under a spinning tenant', (getDb) => {
     const row = await getDb().pool.query<{ lapsed: boolean }>(`SELECT lease_expires_at <= now() AS lapsed FROM workflows WHERE id = $1`, [id]);
     expect(row.rows[0]!.lapsed).toBe(true);
     await e.ops.cancel(id, { reason: 'spins' }, { ...OPERATOR, env: 'team-a' });
+  });
+});
+
+describeEachDriver("a claim takes envs in turn, so one env's backlog does not starve another's instance", (getDb) => {
+  const logic = uniqueLogic({ start: 'a', steps: { a: { kind: 'proxy', path: '/a' } } });
+
+  async function insert(env: string, n: number): Promise<string[]> {
+    const ids: string[] = [];
+    await inEnv(getDb(), env, async (c) => {
+      await publishLogicVersion(c, env, logic).catch(() => false);
+      for (let i = 0; i < n; i++) {
+        const t = await begin(logic, newInstance(logic, { env, input: { i }, correlationId: null }));
+        await insertWorkflow(c, t, { idempotencyKey: null });
+        ids.push(t.instance.id);
+      }
+    });
+    return ids;
+  }
+
+  it('the instance of env B started after 200 of env A is in the next claim of 10, as is the next of env C', async () => {
+    const backlog = await insert('flood-a', 200);
+    // B's and C's instances fall due after all of A's
+    await asScheduler(getDb(), (c) => c.query(`UPDATE workflows SET run_at = now() - interval '1 minute' WHERE env_id = 'flood-a'`));
+    const [b] = await insert('quiet-b', 1);
+    const [c1, c2] = await insert('quiet-c', 2);
+    const claimed = (await claimWorkflows(getDb().pool, { limit: 10, leaseMs: 30_000 })).map((s) => s.instance.id);
+    expect(claimed).toHaveLength(10);
+    expect(claimed).toContain(b);
+    expect(claimed).toContain(c1);
+    expect(claimed).toContain(c2);
+    expect(claimed.filter((id) => backlog.includes(id))).toHaveLength(7);
+    // the rest of the backlog is claimed as before, none twice
+    const rest = new Set<string>();
+    for (let round = 0; round < 30; round++) {
+      const more = await claimWorkflows(getDb().pool, { limit: 50, leaseMs: 30_000 });
+      for (const s of more) rest.add(s.instance.id);
+      if (more.length === 0) break;
+    }
+    expect(rest.size).toBe(193);
   });
 });
