@@ -49,7 +49,8 @@ interface Slot {
  * one turn. A run cannot be preempted, so turns alone do not help when one key's runs hold every
  * worker (two modules that spin until their timeout): a key that holds no worker then gets one
  * beyond `size`, up to twice `size` in all, and such an extra worker is let go once idle. One key
- * never holds more than `size` workers. The timeout of a run counts from when it was queued:
+ * never holds more than half the pool (rounded up): runs that spin take at most that many cores
+ * from the engine's thread, Postgres and everyone else. The timeout of a run counts from when it was queued:
  * time spent waiting for a worker is part of its budget.
  */
 export class WorkerPool {
@@ -59,11 +60,14 @@ export class WorkerPool {
   readonly #queues = new Map<string, Job[]>();
   /** Workers running a run of each key. */
   readonly #held = new Map<string, number>();
+  /** The most workers one key may hold at once: half the pool, so its runs never take every core. */
+  readonly #perKey: number;
   #nextId = 1;
   #closed = false;
 
   constructor(opts: WorkerPoolOptions) {
     this.#opts = opts;
+    this.#perKey = Math.max(1, Math.ceil(opts.size / 2));
   }
 
   run(task: Omit<RunTask, 'id'>, opts: RunOptions): Promise<WorkerOutcome> {
@@ -99,7 +103,7 @@ export class WorkerPool {
       served = false;
       for (const [key, queue] of this.#queues) {
         const held = this.#held.get(key) ?? 0;
-        if (held >= this.#opts.size) continue;
+        if (held >= this.#perKey) continue;
         const idle = this.#slots.find((s) => s.ready && s.job === null);
         if (idle === undefined) {
           this.#grow(held === 0);

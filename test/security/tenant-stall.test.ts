@@ -56,7 +56,7 @@ describe('the module runtime under a spinning tenant', () => {
     }
   });
 
-  it("another env's run completes while two spinners of one env hold both workers", async () => {
+  it("another env's run completes while two spinners of one env run", async () => {
     const runtime = createFuncRuntime({ loadModule: modules.load, maxMemoryPages: TEST_MEMORY_PAGES, poolSize: 2, runInline: false });
     try {
       const stop = new AbortController();
