@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { LogicVersion } from '../../contracts/index.ts';
+import { engineOptionsFrom, loadConfig } from '../../engine/config.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import type { TimeoutCaps } from '../../engine/runtime/execute-attempt.ts';
 import type { Db } from '../../engine/store/db.ts';
@@ -227,5 +228,16 @@ describeEachDriver("a claim takes envs in turn, so one env's backlog does not st
       if (more.length === 0) break;
     }
     expect(rest.size).toBe(193);
+  });
+});
+
+describe('the timeout caps, from the configuration', () => {
+  it('default to 5 minutes for any step and 1 minute for a module run, reach the workers, and refuse a bad value naming it', () => {
+    const config = loadConfig({});
+    expect(config.timeoutCaps).toEqual({ stepMs: 300_000, funcMs: 60_000 });
+    const set = loadConfig({ FLOW_STEP_TIMEOUT_MAX_MS: '120000', FLOW_FUNC_TIMEOUT_MAX_MS: '5000' });
+    expect(engineOptionsFrom(set, {} as Db, { worker: { concurrency: 4 } }).worker).toEqual({ concurrency: 4, timeoutCaps: { stepMs: 120_000, funcMs: 5_000 } });
+    expect(() => loadConfig({ FLOW_FUNC_TIMEOUT_MAX_MS: '0' })).toThrow(expect.objectContaining({ code: 'FLOW_CONFIG_INVALID', message: expect.stringContaining('FLOW_FUNC_TIMEOUT_MAX_MS') }));
+    expect(() => loadConfig({ FLOW_STEP_TIMEOUT_MAX_MS: 'soon' })).toThrow(expect.objectContaining({ code: 'FLOW_CONFIG_INVALID', message: expect.stringContaining('FLOW_STEP_TIMEOUT_MAX_MS') }));
   });
 });
