@@ -13,6 +13,7 @@ const REPO = fileURLToPath(new URL('../', import.meta.url));
 const BENCHES = [
   { script: 'cpu.bench.ts', quick: true },
   { script: 'compile.bench.ts', quick: true },
+  { script: 'fairness.bench.ts', quick: true },
   { script: 'growth.bench.ts', quick: false },
   { script: 'timers.bench.ts', quick: false },
 ] as const;

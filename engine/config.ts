@@ -4,6 +4,7 @@ import { AuthKeysMissing, ConfigInvalid, SecretMissing } from './errors.ts';
 import { parseAllowlist } from './executors/allowlist.ts';
 import { type HandlerProfiles, loadHandlerProfiles } from './executors/handlers.ts';
 import type { EngineOptions } from './runtime/engine.ts';
+import { DEFAULT_TIMEOUT_CAPS, type TimeoutCaps } from './runtime/execute-attempt.ts';
 import type { Db } from './store/db.ts';
 
 const list = z.string().transform(parseAllowlist);
@@ -29,6 +30,8 @@ const EnvSchema = z.object({
   FLOW_METRICS_OPEN: z.enum(['true', 'false'], { error: 'must be true or false' }).default('false'),
   FLOW_HOST: z.string().min(1).default('127.0.0.1'),
   FLOW_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  FLOW_STEP_TIMEOUT_MAX_MS: z.coerce.number().int().min(1).max(2_147_483_647).default(DEFAULT_TIMEOUT_CAPS.stepMs),
+  FLOW_FUNC_TIMEOUT_MAX_MS: z.coerce.number().int().min(1).max(2_147_483_647).default(DEFAULT_TIMEOUT_CAPS.funcMs),
 });
 
 /** Everything the engine process is configured with, typed, read once at boot. */
@@ -56,6 +59,11 @@ export interface FlowConfig {
   /** Where the API listens. (Default: 127.0.0.1:8080) */
   listen: { host: string; port: number };
   handlers: HandlerProfiles;
+  /**
+   * The most any attempt may take, whatever its step's `timeoutMs` says: FLOW_STEP_TIMEOUT_MAX_MS,
+   * and FLOW_FUNC_TIMEOUT_MAX_MS for func steps' module runs. (Default: 300000 and 60000)
+   */
+  timeoutCaps: TimeoutCaps;
 }
 
 /**
@@ -99,6 +107,7 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): FlowConfig {
     metricsOpen: env.FLOW_METRICS_OPEN === 'true',
     listen: { host: env.FLOW_HOST, port: env.FLOW_PORT },
     handlers,
+    timeoutCaps: { stepMs: env.FLOW_STEP_TIMEOUT_MAX_MS, funcMs: env.FLOW_FUNC_TIMEOUT_MAX_MS },
   };
 }
 
@@ -118,6 +127,7 @@ export function engineOptionsFrom(config: FlowConfig, db: Db, extra: Partial<Eng
     callbackAllowlist: config.callbackAllowlist,
     ...(config.eventSinkUrl ? { eventSink: { url: config.eventSinkUrl } } : {}),
     ...extra,
+    worker: { timeoutCaps: config.timeoutCaps, ...extra.worker },
     executors: { handlers: config.handlers, httpAllowlist: config.httpAllowlist, ...extra.executors },
   };
 }

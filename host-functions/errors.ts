@@ -43,6 +43,8 @@ export const FuncErrorCode = {
   WORKER_CRASHED: 'FUNC_WORKER_CRASHED',
   /** `close()` was called before the run finished. */
   RUNTIME_CLOSED: 'FUNC_RUNTIME_CLOSED',
+  /** The run's signal aborted (its instance cancelled or taken over, the engine stopping); its worker was stopped. */
+  ABORTED: 'FUNC_ABORTED',
 } as const;
 export type FuncErrorCode = (typeof FuncErrorCode)[keyof typeof FuncErrorCode];
 
@@ -51,6 +53,7 @@ export const RETRYABLE_FUNC_CODES: ReadonlySet<FuncErrorCode> = new Set([
   FuncErrorCode.MODULE_LOAD_FAILED,
   FuncErrorCode.WORKER_CRASHED,
   FuncErrorCode.RUNTIME_CLOSED,
+  FuncErrorCode.ABORTED,
 ]);
 
 /** A module was refused before it ran. Fix the module or its declared imports; retrying does not help. */

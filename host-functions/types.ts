@@ -24,8 +24,19 @@ export interface FuncRunRequest {
   recorded: readonly HostCallRecord[];
   /** Served to `env.Date.now` / `env.seed`; taken from the workflow record, never the machine. */
   clock: { nowMs: number; seed: number };
-  /** Wall-clock budget of the run, counted from when a worker starts it. */
+  /**
+   * Wall-clock budget of the run, counted from when it is queued: waiting for a worker counts.
+   * Past it, the run fails FUNC_TIMEOUT and its worker, if it has one, is terminated.
+   */
   timeoutMs: number;
+  /**
+   * Whose run this is (the engine passes the env): runs wait in one queue per key, served in
+   * turn, so one key's backlog or spinning modules never keep another key's runs from a worker.
+   * (Default: one shared queue)
+   */
+  queue?: string;
+  /** Aborting it abandons the run: FUNC_ABORTED, and a worker running it is terminated and replaced. */
+  signal?: AbortSignal;
 }
 
 /** A host call the module made that has no recorded response yet. */

@@ -46,6 +46,9 @@ export function funcExecutor(runtime: FuncRuntime, transport: HostTransport, now
       clock: { nowMs: now(), seed: Math.floor(unitHash(`${a.instance.id}:${key}`) * 2 ** 31) },
       calls: [],
     };
+    // aborted when the attempt's lease is lost or the engine halts (execute links it): the run is
+    // abandoned and its worker stopped, so a cancelled spinner does not hold a worker
+    const abandon = new AbortController();
     const run = () =>
       runtime.run({
         moduleHash: mod.sha256,
@@ -55,9 +58,11 @@ export function funcExecutor(runtime: FuncRuntime, transport: HostTransport, now
         recorded: record.calls,
         clock: record.clock,
         timeoutMs: a.timeoutMs,
+        queue: a.instance.env,
+        signal: abandon.signal,
       });
     const result = later ? new Promise<FuncRunResult>((resolve) => setImmediate(() => resolve(run()))) : run();
-    return { mod, record, result };
+    return { mod, record, result, abandon };
   };
 
   const execute: Executor<'func'> = async (def, a) => {
@@ -66,7 +71,7 @@ export function funcExecutor(runtime: FuncRuntime, transport: HostTransport, now
     const run = taken ?? start(def, a);
     if ('status' in run) return run;
     const { mod, record } = run;
-    const result = await run.result;
+    const result = await abandonedWith(run, [a.signal, a.halt]);
     if (result.status === 'done') return { status: 'succeeded', output: result.output };
     if (result.status === 'failed') {
       return { status: 'failed', retryable: RETRYABLE_FUNC_CODES.has(result.error.code as never), error: result.error };
@@ -108,6 +113,22 @@ interface ModuleRun {
   mod: NonNullable<LogicVersion['modules']>[string];
   record: FuncRecord;
   result: Promise<FuncRunResult>;
+  abandon: AbortController;
+}
+
+/** The run's result, its run abandoned as soon as one of `signals` aborts (or has). */
+async function abandonedWith(run: ModuleRun, signals: (AbortSignal | undefined)[]): Promise<FuncRunResult> {
+  const stop = () => run.abandon.abort();
+  const given = signals.filter((s): s is AbortSignal => s !== undefined);
+  for (const s of given) {
+    if (s.aborted) stop();
+    else s.addEventListener('abort', stop, { once: true });
+  }
+  try {
+    return await run.result;
+  } finally {
+    for (const s of given) s.removeEventListener('abort', stop);
+  }
 }
 
 /** Host calls as proxy-back HTTP calls to the import's handler profile. */

@@ -20,6 +20,11 @@ export interface Attempt {
   timeoutMs: number;
   /** Aborted when the worker lost the instance's lease: drop the call, nobody will commit its answer. */
   signal?: AbortSignal;
+  /**
+   * Aborted when the engine stops: work without effects (a module run) is abandoned, so a module
+   * that spins does not hold the stop up; calls already out are let finish.
+   */
+  halt?: AbortSignal;
 }
 
 /** A step outcome, or (func steps) a host call made that must be recorded before running on. */

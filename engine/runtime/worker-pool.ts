@@ -4,12 +4,12 @@ import { type LogicVersion, TERMINAL_STATES } from '../../contracts/index.ts';
 import { apply, claimedWork, type TraceEvent } from '../core/journal.ts';
 import type { Instance } from '../core/instance.ts';
 import type { Executors } from '../executors/index.ts';
-import { claimWorkflows, releaseWakes } from '../store/claim-workflows.ts';
+import { claimWorkflows, letLeaseLapse, releaseWakes } from '../store/claim-workflows.ts';
 import { commitLanded, commitTransition } from '../store/commit-transition.ts';
 import type { Db } from '../store/db.ts';
 import type { Stored } from '../store/rows.ts';
 import { asScheduler } from '../store/tx.ts';
-import { executeAttempt, startAhead } from './execute-attempt.ts';
+import { DEFAULT_TIMEOUT_CAPS, executeAttempt, startAhead, type TimeoutCaps } from './execute-attempt.ts';
 import type { LogicCache } from './logic-cache.ts';
 import type { ResumeTokens } from './resume-tokens.ts';
 import type { Transition } from '../core/transition.ts';
@@ -40,6 +40,8 @@ export interface WorkerOptions {
   leaseMs?: number;
   /** Longest sleep between claims when nothing wakes the pool earlier. (Default: 250) */
   pollMs?: number;
+  /** Caps on every attempt's timeout (execute-attempt.ts). (Default: DEFAULT_TIMEOUT_CAPS) */
+  timeoutCaps?: TimeoutCaps;
 }
 
 /**
@@ -65,7 +67,10 @@ export class WorkerPool {
   readonly concurrency: number;
   readonly leaseMs: number;
   readonly pollMs: number;
+  readonly timeoutCaps: TimeoutCaps;
   #inflight = 0;
+  /** Aborted by stop(): module runs in flight are abandoned, their instances let go at once. */
+  #halt = new AbortController();
   #running = false;
   #stopping = false;
   #loop: Promise<void> | null = null;
@@ -114,6 +119,7 @@ export class WorkerPool {
     this.concurrency = opts.concurrency ?? 16;
     this.leaseMs = opts.leaseMs ?? 30_000;
     this.pollMs = opts.pollMs ?? 250;
+    this.timeoutCaps = opts.timeoutCaps ?? DEFAULT_TIMEOUT_CAPS;
     this.#cancelTree = cancelTree(logics);
     this.#heartbeats = new Heartbeats(db, this.leaseMs, observer);
     this.#batcher = new CommitBatcher(db.pool);
@@ -129,6 +135,7 @@ export class WorkerPool {
     if (this.#running) return;
     this.#running = true;
     this.#stopping = false;
+    this.#halt = new AbortController();
     const listen = (channel: string, onNotify: (payload: string) => void) =>
       this.db.listen(channel, onNotify).then((unlisten) => this.#unlisten.push(unlisten), () => {});
     await listen('flow_work', () => this.wake());
@@ -144,10 +151,16 @@ export class WorkerPool {
     this.#companions.push(loop);
   }
 
-  /** Stops claiming, lets in-flight instances finish their current attempt, and hands them back. */
+  /**
+   * Stops claiming, lets in-flight instances finish their current attempt, and hands them back.
+   * A module run in flight is abandoned instead (its worker terminated): it has no effects, its
+   * instance's lease is let lapse at once, and whoever claims it next runs the module again. So a
+   * module that spins does not hold the stop up.
+   */
   async stop(): Promise<void> {
     this.#running = false;
     this.#stopping = true;
+    this.#halt.abort();
     this.wake();
     this.#timers.ring();
     await this.#loop;
@@ -317,9 +330,13 @@ export class WorkerPool {
           ? { t: (await apply(logic, instance, work.event, goOn))!, event: work.event }
           : work.do === 'wakes'
             ? await applyWakes(this.db, logic, stored, goOn)
-            : await this.#executors.run(() => this.#step(logic, instance, lease, goOn));
+            : await this.#executors.run(instance.env, () => this.#step(logic, instance, lease, goOn));
       // fenced out while it worked or waited (the observer has been told): nobody's to commit
       if (lease.lost) return;
+      if (decided === 'abandoned') {
+        await asScheduler(this.db, (c) => letLeaseLapse(c, { id: instance.id, token }));
+        return;
+      }
       if (decided === null) {
         await lease.committing(() => asScheduler(this.db, (c) => releaseWakes(c, { id: instance.id, rowVersion: stored.rowVersion })));
         this.#heldWokenLetGo();
@@ -328,7 +345,7 @@ export class WorkerPool {
       const { t, event } = decided;
       const keep = goOn && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
       // the next attempt's work without effects (a module run) overlaps this commit
-      if (keep) startAhead(logic, t.instance, this.executors);
+      if (keep) startAhead(logic, t.instance, this.executors, this.timeoutCaps);
       const committed = await lease.committing(() => this.#commit(stored, t, event, token, keep ? { token, ttlMs: this.leaseMs } : null));
       this.observer.onTransition?.(stored.instance, t, committed);
       // let the timer loop look again when what it waits for may have changed: a new timer may
@@ -358,12 +375,15 @@ export class WorkerPool {
 
   /**
    * Executes the prepared attempt and lets the core decide what its result means. Null when the
-   * lease was lost while the instance waited for an executor: nothing is run.
+   * lease was lost while the instance waited for an executor: nothing is run. `abandoned` when
+   * stop() abandoned its module run: nothing is to be committed.
    */
-  async #step(logic: LogicVersion, instance: Instance, lease: LeaseKeeper, goOn: boolean): Promise<{ t: Transition; event: TraceEvent } | null> {
+  async #step(logic: LogicVersion, instance: Instance, lease: LeaseKeeper, goOn: boolean): Promise<{ t: Transition; event: TraceEvent } | null | 'abandoned'> {
     if (lease.lost) return null;
     const began = performance.now();
-    const result = await executeAttempt(logic, instance, this.executors, this.tokens, lease.signal);
+    const halt = this.#halt.signal;
+    const result = await executeAttempt(logic, instance, this.executors, this.tokens, { signal: lease.signal, halt }, this.timeoutCaps);
+    if (halt.aborted && result.status === 'failed' && result.error.code === 'FUNC_ABORTED') return 'abandoned';
     this.observer.onAttempt?.(logic, instance, result, (performance.now() - began) / 1000);
     const event: TraceEvent = result.status === 'progress' ? { type: 'progress', record: result.record } : { type: 'outcome', outcome: result };
     // an attempt's result always decides something

@@ -60,3 +60,12 @@ export async function releaseWakes(c: Client, args: { id: string; rowVersion: nu
   );
   return res.rowCount === 1;
 }
+
+/**
+ * Lets a lease this process holds lapse now, writing nothing else: the instance is claimable at
+ * once (as one whose holder died), and its claimer runs the prepared attempt again. For work
+ * abandoned on shutdown that left nothing to commit (an unfinished module run).
+ */
+export async function letLeaseLapse(c: Client, args: { id: string; token: string }): Promise<void> {
+  await c.query(`UPDATE workflows SET lease_expires_at = now() WHERE id = $1 AND lease_token = $2`, [args.id, args.token]);
+}

@@ -62,11 +62,12 @@ export function createFuncRuntime(opts: FuncRuntimeOptions): FuncRuntime {
     };
     const onLog = opts.onLog;
     const log: LogSink = (level, message) => onLog?.({ moduleHash: req.moduleHash, level, message });
+    if (req.signal?.aborted) return failed(FuncErrorCode.ABORTED, 'the run was abandoned before it started');
     if (loaded.inline !== null && checked.length <= INLINE_MAX_INPUT) {
       const outcome = await inline.run({ ...task, ...loaded.inline, id: 0 }, log);
       if (outcome !== null) return toResult(outcome, loaded);
     }
-    return toResult(await pool.run(task, req.timeoutMs, log), loaded);
+    return toResult(await pool.run(task, { timeoutMs: req.timeoutMs, onLog: log, queue: req.queue ?? '', signal: req.signal }), loaded);
   }
 
   return {
