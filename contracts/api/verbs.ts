@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { Json } from '../record.ts';
 import { StepName } from '../logic-version.ts';
 import { Reason } from './common.ts';
+import { StorableJson } from './storable.ts';
 
 /** Fields every verb body carries: why (audited), and whether to only preview. */
 const verbBase = {
@@ -12,13 +12,13 @@ const verbBase = {
 
 export const RetryRequest = z.strictObject({ ...verbBase }).meta({ id: 'RetryRequest' });
 export const RepairRequest = z
-  .strictObject({ ...verbBase, rewindTo: StepName, input: Json.optional() })
+  .strictObject({ ...verbBase, rewindTo: StepName, input: StorableJson.optional() })
   .meta({ id: 'RepairRequest' });
 export const CancelRequest = z
   .strictObject({ ...verbBase, compensate: z.boolean().optional() })
   .meta({ id: 'CancelRequest' });
 export const ForceCompleteRequest = z
-  .strictObject({ ...verbBase, step: StepName, output: Json })
+  .strictObject({ ...verbBase, step: StepName, output: StorableJson })
   .meta({ id: 'ForceCompleteRequest' });
 export const ReplayRequest = z.strictObject({ ...verbBase, step: StepName }).meta({ id: 'ReplayRequest' });
 

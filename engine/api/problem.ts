@@ -2,7 +2,8 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { FlowError } from '../../contracts/errors.ts';
 import { PROBLEM_CONTENT_TYPE, type Problem, problemType } from '../../contracts/api/problem.ts';
-import { BodyTooLarge, Internal, MalformedJson, RouteNotFound, SchemaInvalid, UnsupportedMediaType } from './errors.ts';
+import { InputUnstorable } from '../runtime/storable.ts';
+import { BodyTooLarge, Internal, MalformedJson, MalformedUrl, RouteNotFound, SchemaInvalid, UnsupportedMediaType } from './errors.ts';
 
 const TITLES: Record<number, string> = {
   400: 'Malformed request',
@@ -11,6 +12,7 @@ const TITLES: Record<number, string> = {
   404: 'Not found',
   409: 'Conflict',
   413: 'Body too large',
+  414: 'Path too long',
   415: 'Unsupported media type',
   422: 'Request breaks its schema',
   500: 'Internal error',
@@ -29,6 +31,20 @@ export function installProblemHandlers(app: FastifyInstance, bodyLimitOf: (req: 
     return sendProblem(reply, req, flow);
   });
   app.setNotFoundHandler((req, reply) => sendProblem(reply, req, new RouteNotFound(req.method, req.url.split('?')[0]!)));
+}
+
+/**
+ * Fastify's `frameworkErrors`: the router's refusals (a path that does not decode, a parameter over
+ * `maxParamLength`) come before any route or error handler, so they are translated here.
+ */
+export function frameworkErrors(err: FastifyError, req: FastifyRequest, reply: FastifyReply): void {
+  const flow =
+    err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+      ? new MalformedUrl('has a segment over the length limit', 414)
+      : err.code === 'FST_ERR_BAD_URL'
+        ? new MalformedUrl('does not decode', 400)
+        : new MalformedJson(err.message);
+  void sendProblem(reply, req, flow);
 }
 
 export function sendProblem(reply: FastifyReply, req: FastifyRequest, err: FlowError): FastifyReply {
@@ -63,6 +79,12 @@ function toFlowError(err: FastifyError, req: FastifyRequest, bodyLimitOf: (req: 
       return new BodyTooLarge(bodyLimitOf(req));
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new UnsupportedMediaType(req.headers['content-type']);
+  }
+  // the last line: a value Postgres refused as data (SQLSTATE class 22 data exception, 54 program
+  // limit) is the request's, whatever schema let it through
+  const sqlstate = (err as { code?: unknown }).code;
+  if (typeof sqlstate === 'string' && /^(22|54)[0-9A-Z]{3}$/.test(sqlstate)) {
+    return new InputUnstorable('the request', '(a value)', `was refused by Postgres as data (SQLSTATE ${sqlstate})`);
   }
   // Fastify's other request refusals (bad content length, aborted body…) are the caller's; the rest are ours.
   if (err instanceof SyntaxError) return new MalformedJson(err.message);

@@ -246,7 +246,7 @@ describeEachDriver('every route fuzzed with hostile input answers no 500', (getD
       }),
       { seed: SEED, numRuns: Math.max(RUNS, pairs.length * 4), endOnFailure: true },
     );
-    if (failures.length > 0) console.error(`route fuzz (seed ${SEED}, FUZZ_SEED=${SEED} to replay):\n${failures.join('\n')}`);
+    if (failures.length > 0) process.stderr.write(`route fuzz (seed ${SEED}, FUZZ_SEED=${SEED} to replay):\n${failures.join('\n')}\n`);
     expect(failures, `seed ${SEED}`).toEqual([]);
     // the generators reach past the schemas into the engine on most API routes
     expect(reached.size, `routes reached past validation: ${[...reached.keys()].join(', ')}`).toBeGreaterThanOrEqual(15);
