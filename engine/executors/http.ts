@@ -1,3 +1,4 @@
+import { withoutReservedHeaders } from '../../contracts/http-headers.ts';
 import { isLiteralUrl } from '../../contracts/index.ts';
 import { evaluate } from '../core/expressions.ts';
 import { hostAllowed } from './allowlist.ts';
@@ -15,7 +16,7 @@ export function httpExecutor(allowlist: readonly string[]): Executor<'http'> {
     return callHttp({
       method: def.method,
       url,
-      headers: { ...def.headers, ...a.headers },
+      headers: { ...withoutReservedHeaders(def.headers), ...a.headers },
       body: a.input,
       timeoutMs: a.timeoutMs,
       signal: a.signal,
