@@ -1,5 +1,6 @@
 import type { StepOutcome } from '../../contracts/index.ts';
 import { backoffMs } from '../core/retry.ts';
+import { hostAllowed } from '../executors/allowlist.ts';
 import { callHttp } from '../executors/http-call.ts';
 import type { Db } from '../store/db.ts';
 import { claimDueOutbox, type DeliveryResult, type OutboxRow, recordDelivery } from '../store/outbox.ts';
@@ -25,6 +26,12 @@ export interface OutboxRelayOptions extends RelayTuning {
   secret: string;
   /** Where `event` rows are POSTed; without one they stay undelivered until a sink is configured. */
   eventSink: { url: string } | null;
+  /**
+   * Hosts a `callback` row may be delivered to: the engine's callbackAllowlist, checked again at
+   * delivery, so a row written under an older, wider list is not delivered once the host is gone
+   * from it. (Default: none)
+   */
+  callbackAllowlist?: readonly string[];
   /** Errors of the loop itself (database away); deliveries record theirs on the row. */
   onError?: (err: unknown) => void;
 }
@@ -41,6 +48,7 @@ export class OutboxRelay {
   readonly #db: Db;
   readonly #opts: OutboxRelayOptions;
   readonly #policy: { initialMs: number; factor: number; maxMs: number };
+  readonly #callbackHosts: ReadonlySet<string>;
   #running = false;
   #loop: Promise<void> | null = null;
   readonly #alarm = new Alarm();
@@ -51,6 +59,7 @@ export class OutboxRelay {
     this.#db = db;
     this.#opts = opts;
     this.#policy = { initialMs: 1000, factor: 2, maxMs: 600_000, ...opts.backoff };
+    this.#callbackHosts = new Set(opts.callbackAllowlist ?? []);
   }
 
   get #timeoutMs(): number {
@@ -119,6 +128,9 @@ export class OutboxRelay {
     const url = row.kind === 'callback' ? row.url : (this.#opts.eventSink?.url ?? null);
     if (url === null || !isHttpUrl(url)) {
       return { outcome: 'failed', error: `FLOW_OUTBOX_BAD_URL: ${row.kind} row has no http(s) URL to deliver to (${url})` };
+    }
+    if (row.kind === 'callback' && !hostAllowed(this.#callbackHosts, new URL(url))) {
+      return { outcome: 'failed', error: `FLOW_CALLBACK_HOST_NOT_ALLOWED: ${new URL(url).host} is no longer on the engine's callbackAllowlist` };
     }
     const payload = row.payload ?? null;
     const timestamp = Math.floor(Date.now() / 1000);
