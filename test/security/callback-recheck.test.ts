@@ -56,4 +56,24 @@ describeEachDriver('callback URLs are re-checked at delivery', (getDb) => {
     await narrowed.close();
     await open.close();
   });
+
+  it('a callback host that now resolves to an internal address the list does not name is not delivered', async () => {
+    const port = new URL(svc.url).port;
+    const logic = uniqueLogic({ start: 'done', steps: { done: { kind: 'pass' } } });
+    // the hostname is listed; it resolves (through the test's hook, never real DNS) to loopback
+    const engine = new Engine({
+      db: getDb(),
+      env: ENV,
+      outboxSecret: SECRET,
+      callbackAllowlist: ['hooks.example'],
+      relay: { resolve: async () => [{ address: '127.0.0.1', family: 4 }] },
+    });
+    await engine.publish(logic, ENV);
+    const { id } = await engine.start({ logicId: logic.logicId, input: {}, env: ENV, callback: { url: `http://hooks.example:${port}/cb` } });
+    await settle(engine);
+    await engine.outbox.drain();
+    expect(svc.calls('/cb').filter((r) => r.headers['x-flow-workflow-id'] === id)).toEqual([]);
+    expect(await lastError(id)).toEqual([expect.objectContaining({ delivered_at: null, last_error: expect.stringMatching(/^FLOW_CALLBACK_HOST_NOT_ALLOWED.*internal/) })]);
+    await engine.close();
+  });
 });
