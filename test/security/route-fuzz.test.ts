@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { appendFileSync, readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { LogicVersion } from '../../contracts/index.ts';
@@ -21,6 +21,7 @@ import { FakeService } from '../support/fake-service.ts';
 
 const ENV = 'fuzz-env';
 const SEED = Number(process.env['FUZZ_SEED'] ?? 20261204);
+/** At least this many requests; every (route, slot) pair gets four in any case. */
 const RUNS = Number(process.env['FUZZ_RUNS'] ?? 300);
 const CATALOGUE = new Set([...readFileSync(new URL('../../docs/errors.md', import.meta.url), 'utf8').matchAll(/`(FLOW_[A-Z0-9_]+)`/g)].map((m) => m[1]!));
 
@@ -237,7 +238,8 @@ describeEachDriver('every route fuzzed with hostile input answers no 500', (getD
         const key = `${r.route.method} ${r.route.path}`;
         if (code !== 'FLOW_SCHEMA_INVALID' && code !== 'FLOW_UNAUTHENTICATED') reached.set(key, (reached.get(key) ?? 0) + 1);
         const what = `${r.who} ${r.route.method} ${url.slice(0, 200)} ${payload?.slice(0, 200) ?? ''} → ${res.statusCode} ${res.body.slice(0, 160)}`;
-        if (process.env["FUZZ_LOG"]) (await import("node:fs")).appendFileSync(process.env["FUZZ_LOG"], `${what.slice(0, 250)}\n`);
+        // FUZZ_LOG=<file>: every request and its answer, to see what a seed reaches
+        if (process.env['FUZZ_LOG']) appendFileSync(process.env['FUZZ_LOG'], `${what}\n`);
         if (res.statusCode >= 500) failures.push(what);
         else if (res.statusCode >= 400) {
           if (!/^application\/problem\+json/.test(String(res.headers['content-type']))) failures.push(`not problem+json: ${what}`);
