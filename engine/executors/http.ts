@@ -16,7 +16,14 @@ export function httpExecutor(allowlist: readonly string[], resolve: Resolve = sy
     const url = isLiteralUrl(def.url) ? def.url : String(await evaluate('url', def.url, a.instance));
     const parsed = new URL(url);
     if (!hostAllowed(allowed, parsed)) throw new HostNotAllowed(parsed.host);
-    const lookup = await pinnedLookup(allowed, parsed, resolve);
+    let lookup: Awaited<ReturnType<typeof pinnedLookup>>;
+    try {
+      lookup = await pinnedLookup(allowed, parsed, resolve);
+    } catch (err) {
+      // a name that does not resolve (now) is a network error, as it was when http.request resolved it
+      const code = (err as { code?: string }).code ?? String(err);
+      return { status: 'failed', retryable: true, error: { code: 'NETWORK_ERROR', message: `${def.method} ${url}: ${code}` } };
+    }
     if (lookup === null) throw new HostNotAllowed(parsed.host, 'resolves to an internal address the allowlist does not name');
     return callHttp({
       method: def.method,

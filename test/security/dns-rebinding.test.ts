@@ -2,6 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Resolve } from '../../engine/executors/allowlist.ts';
 import { httpExecutor } from '../../engine/executors/http.ts';
 import type { Attempt } from '../../engine/executors/index.ts';
+import { Engine } from '../../engine/runtime/engine.ts';
+import { describeEachDriver } from '../support/db.ts';
+import { settle, uniqueLogic } from '../support/engine.ts';
 import { FakeService } from '../support/fake-service.ts';
 
 /**
@@ -72,5 +75,35 @@ describe('allowlisted names are checked by the address they resolve to', () => {
     const off = dnsAnswering(['127.0.0.1']);
     await expect(call(['other.example'], off.resolve)).rejects.toMatchObject({ code: 'FLOW_HTTP_HOST_NOT_ALLOWED' });
     expect(off.asked).toEqual([]);
+  });
+
+  it('a name that does not resolve is a retryable NETWORK_ERROR, as before', async () => {
+    const resolve: Resolve = async () => {
+      throw Object.assign(new Error('getaddrinfo ENOTFOUND'), { code: 'ENOTFOUND' });
+    };
+    expect(await call(['api.example'], resolve)).toMatchObject({ status: 'failed', retryable: true, error: { code: 'NETWORK_ERROR' } });
+  });
+});
+
+describeEachDriver('an http step whose allowlisted name resolves to an internal address', (getDb) => {
+  it('fails for good with FLOW_HTTP_HOST_NOT_ALLOWED, and the service is never called', async () => {
+    const svc = await new FakeService().on('/x', () => ({ status: 200, body: {} })).listen();
+    const engine = new Engine({
+      db: getDb(),
+      env: 'dns-env',
+      executors: { httpAllowlist: ['api.example'], resolve: async () => [{ address: '127.0.0.1', family: 4 }] },
+    });
+    const logic = uniqueLogic({
+      start: 'call',
+      steps: { call: { kind: 'http', method: 'POST', url: `http://api.example:${new URL(svc.url).port}/x`, retry: { maxAttempts: 3 } } },
+    });
+    await engine.publish(logic, 'dns-env');
+    const { id } = await engine.start({ logicId: logic.logicId, input: {}, env: 'dns-env' });
+    await settle(engine);
+    const record = await engine.get(id, 'dns-env');
+    expect(record.steps.map((s) => [s.step, s.state, s.error?.code])).toEqual([['call', 'failed', 'FLOW_HTTP_HOST_NOT_ALLOWED']]);
+    expect(svc.calls('/x')).toEqual([]);
+    await engine.close();
+    await svc.close();
   });
 });
