@@ -82,14 +82,21 @@ function toFlowError(err: FastifyError, req: FastifyRequest, bodyLimitOf: (req: 
   }
   // the last line: a value Postgres refused as data (SQLSTATE class 22 data exception, 54 program
   // limit) is the request's, whatever schema let it through
-  const sqlstate = (err as { code?: unknown }).code;
-  if (typeof sqlstate === 'string' && /^(22|54)[0-9A-Z]{3}$/.test(sqlstate)) {
-    return new InputUnstorable('the request', '(a value)', `was refused by Postgres as data (SQLSTATE ${sqlstate})`);
-  }
+  const sqlstate = dataExceptionOf(err);
+  if (sqlstate !== null) return new InputUnstorable('the request', '(a value)', `was refused by Postgres as data (SQLSTATE ${sqlstate})`);
   // Fastify's other request refusals (bad content length, aborted body…) are the caller's; the rest are ours.
   if (err instanceof SyntaxError) return new MalformedJson(err.message);
   if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) return new MalformedJson(err.message);
   return new Internal();
+}
+
+/** The SQLSTATE of a data exception (class 22) or program limit (class 54) in `err` or its causes, else null. */
+function dataExceptionOf(err: unknown): string | null {
+  for (let e = err, depth = 0; e !== null && typeof e === 'object' && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && /^(22|54)[0-9A-Z]{3}$/.test(code)) return code;
+  }
+  return null;
 }
 
 function problemList(details: unknown): Problem['errors'] {

@@ -110,6 +110,10 @@ describeEachDriver('bad input Postgres cannot hold answers 4xx, not 500', (getDb
       expect(res.statusCode, code).toBe(422);
       expect(res.json(), code).toMatchObject({ code: 'FLOW_INPUT_UNSTORABLE' });
     }
+    // wrapped by a layer in between, it is found through `cause`
+    const wrapped = vi.spyOn(engine, 'ingestEvent').mockRejectedValueOnce(new Error('commit failed', { cause: Object.assign(new Error('x'), { code: '22021' }) }));
+    expect((await send('POST', `/v1/envs/${ENV}/events`, '{"type":"b5.happened","idempotencyKey":"guard"}')).json()).toMatchObject({ code: 'FLOW_INPUT_UNSTORABLE' });
+    wrapped.mockRestore();
     // a lost connection is not the caller's: still a 500
     const spy = vi.spyOn(engine, 'ingestEvent').mockRejectedValueOnce(Object.assign(new Error('gone'), { code: '08006' }));
     expect((await send('POST', `/v1/envs/${ENV}/events`, '{"type":"b5.happened","idempotencyKey":"guard"}')).statusCode).toBe(500);
