@@ -41,4 +41,5 @@ export const LogicIssueCode = {
   exprSyntax: 'FLOW_LV_EXPR_SYNTAX',
   exprForbidden: 'FLOW_LV_EXPR_FORBIDDEN',
   hashMismatch: 'FLOW_LV_HASH_MISMATCH',
+  reservedHeader: 'FLOW_LV_RESERVED_HEADER',
 } as const;

@@ -17,6 +17,7 @@
 export * from './canonical-json.ts';
 export * from './errors.ts';
 export * from './expressions.ts';
+export * from './http-headers.ts';
 export * from './logic-version.ts';
 export * from './record.ts';
 export * from './states.ts';

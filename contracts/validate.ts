@@ -1,6 +1,7 @@
 import { logicVersionHash } from './canonical-json.ts';
 import { type LogicVersionIssue, LogicIssueCode, LogicVersionInvalid } from './errors.ts';
 import { checkExpression, expressionsOf } from './expressions.ts';
+import { isReservedHeader } from './http-headers.ts';
 import { LogicVersion, type StepDef } from './logic-version.ts';
 
 /**
@@ -62,6 +63,19 @@ export function structuralIssues(doc: LogicVersion): LogicVersionIssue[] {
           code: LogicIssueCode.unknownTarget,
           path: `steps.${name}.${field}`,
           message: `routes to "${target}", which is not a step`,
+        });
+      }
+    }
+    for (const [field, action] of [
+      ['', step],
+      ['compensate.', step.compensate],
+    ] as const) {
+      if (action?.kind !== 'http') continue;
+      for (const header of Object.keys(action.headers ?? {}).filter(isReservedHeader)) {
+        issues.push({
+          code: LogicIssueCode.reservedHeader,
+          path: `steps.${name}.${field}headers.${header}`,
+          message: `an http step may not set ${header}: the transport and the engine own it`,
         });
       }
     }

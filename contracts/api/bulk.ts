@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { WORKFLOW_STATES } from '../states.ts';
+import { Instant, PgIntParam, text } from './storable.ts';
 
 /**
  * Which instances a listing or a bulk job covers. The console keeps it in its URL, so a view can
@@ -7,13 +8,13 @@ import { WORKFLOW_STATES } from '../states.ts';
  */
 export const InstanceFilter = z.strictObject({
   state: z.enum(WORKFLOW_STATES as [string, ...string[]]).optional(),
-  logicId: z.string().min(1).max(200).optional(),
-  version: z.coerce.number().int().min(1).optional(),
-  correlationId: z.string().min(1).max(200).optional(),
+  logicId: text(1, 200).optional(),
+  version: PgIntParam.optional(),
+  correlationId: text(1, 200).optional(),
   /** Created at or after this instant (ISO 8601). */
-  from: z.iso.datetime({ offset: true }).optional(),
+  from: Instant.optional(),
   /** Created before this instant (ISO 8601). */
-  to: z.iso.datetime({ offset: true }).optional(),
+  to: Instant.optional(),
 });
 export type InstanceFilter = z.infer<typeof InstanceFilter>;
 
@@ -24,12 +25,12 @@ export type BulkVerb = z.infer<typeof BulkVerb>;
 /** `POST /v1/envs/{env}/bulk/{verb}`: preview with `dryRun`, else start a server-side job. */
 export const BulkRequest = z.strictObject({
   filter: InstanceFilter,
-  reason: z.string().min(1).max(2000),
+  reason: text(1, 2000),
   dryRun: z.boolean().optional(),
   /** cancel: run the compensations of completed steps first. */
   compensate: z.boolean().optional(),
   /** replay: the step to replay from. */
-  step: z.string().min(1).optional(),
+  step: text(1, 200).optional(),
   /** At most this many instances. (Default: 1000) */
   limit: z.int().min(1).max(10_000).optional(),
 });

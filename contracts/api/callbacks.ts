@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { Json } from '../record.ts';
+import { StorableJson, text } from './storable.ts';
 
-export const CallbackParams = z.strictObject({ resumeToken: z.string().min(1).max(300) });
+export const CallbackParams = z.strictObject({ resumeToken: text(1, 300) });
 
 /**
  * `POST /v1/callbacks/{resumeToken}`: the owning service completes a step it answered with
@@ -9,9 +9,9 @@ export const CallbackParams = z.strictObject({ resumeToken: z.string().min(1).ma
  */
 export const CallbackRequest = z
   .union([
-    z.strictObject({ output: Json }),
+    z.strictObject({ output: StorableJson }),
     z.strictObject({
-      error: z.strictObject({ code: z.string().min(1).max(200), message: z.string().max(5000) }),
+      error: z.strictObject({ code: text(1, 200), message: text(0, 5000) }),
       /** Retry the step under its retry policy. (Default: false) */
       retryable: z.boolean().optional(),
     }),

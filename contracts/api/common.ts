@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { LogicId } from '../logic-version.ts';
+import { PgIntParam, text } from './storable.ts';
 
 /** An environment id, as it appears in paths and in a token's `envs` claim. */
 export const EnvId = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, 'an env id matches ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$');
@@ -10,8 +11,8 @@ export type EnvParams = z.infer<typeof EnvParams>;
 export const WorkflowParams = z.strictObject({ env: EnvId, id: z.uuid() });
 export type WorkflowParams = z.infer<typeof WorkflowParams>;
 
-export const VersionParams = z.strictObject({ env: EnvId, logicId: LogicId, version: z.coerce.number().int().min(1) });
+export const VersionParams = z.strictObject({ env: EnvId, logicId: LogicId, version: PgIntParam });
 export type VersionParams = z.infer<typeof VersionParams>;
 
 /** Every verb says why: the reason lands in the audit row. */
-export const Reason = z.string().min(1).max(2000);
+export const Reason = text(1, 2000);

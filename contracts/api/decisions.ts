@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { Json } from '../record.ts';
 import { StepName } from '../logic-version.ts';
 import { EnvId } from './common.ts';
+import { StorableJson, text } from './storable.ts';
 
 export const DecisionParams = z.strictObject({ env: EnvId, id: z.uuid(), step: StepName });
 export type DecisionParams = z.infer<typeof DecisionParams>;
@@ -9,9 +9,9 @@ export type DecisionParams = z.infer<typeof DecisionParams>;
 /** `POST …/workflows/{id}/decisions/{step}`: the approver is the token's subject, never a field. */
 export const DecisionRequest = z
   .strictObject({
-    option: z.string().min(1).max(200),
-    payload: Json.optional(),
-    reason: z.string().min(1).max(2000).optional(),
+    option: text(1, 200),
+    payload: StorableJson.optional(),
+    reason: text(1, 2000).optional(),
   })
   .meta({ id: 'DecisionRequest' });
 export type DecisionRequest = z.infer<typeof DecisionRequest>;

@@ -1,12 +1,12 @@
 import { z } from 'zod';
-import { Json } from '../record.ts';
+import { StorableJson, text } from './storable.ts';
 
 /** `POST /v1/envs/{env}/events`: starts one instance per trigger on `type`, once per idempotency key. */
 export const IngestEventBody = z
   .strictObject({
-    type: z.string().min(1).max(200),
-    payload: Json.optional(),
-    idempotencyKey: z.string().min(1).max(200),
+    type: text(1, 200),
+    payload: StorableJson.optional(),
+    idempotencyKey: text(1, 200),
   })
   .meta({ id: 'IngestEventRequest' });
 export type IngestEventBody = z.infer<typeof IngestEventBody>;

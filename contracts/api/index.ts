@@ -9,5 +9,6 @@ export * from './events.ts';
 export * from './health.ts';
 export * from './logic-versions.ts';
 export * from './problem.ts';
+export * from './storable.ts';
 export * from './verbs.ts';
 export * from './workflows.ts';

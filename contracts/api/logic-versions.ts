@@ -1,11 +1,12 @@
 import { z } from 'zod';
 import { LogicId } from '../logic-version.ts';
+import { refineDepth } from './storable.ts';
 
 /** `POST /v1/envs/{env}/logic-versions`: a compiled LogicVersion and the WASM modules it names. */
 export const PublishVersionRequest = z
   .strictObject({
     /** The compiled document, validated (hash included) by the engine. */
-    logicVersion: z.record(z.string(), z.unknown()),
+    logicVersion: z.record(z.string(), z.unknown()).superRefine(refineDepth),
     /** Module binaries by sha256 (hex), base64-encoded. Idempotent: a module already stored is skipped. */
     modules: z.record(z.string().regex(/^[0-9a-f]{64}$/, 'a module key is its sha256 in hex'), z.base64()).optional(),
   })

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { Json } from '../record.ts';
 import { StepName } from '../logic-version.ts';
 import { Reason } from './common.ts';
+import { StorableJson } from './storable.ts';
 
 /** Fields every verb body carries: why (audited), and whether to only preview. */
 const verbBase = {
@@ -15,7 +15,7 @@ export const RepairRequest = z
   .strictObject({
     ...verbBase,
     rewindTo: StepName,
-    input: Json.optional(),
+    input: StorableJson.optional(),
     /**
      * Undo first what the rewound steps did: their registered compensations run, last first, under
      * their own `:compensate` keys, before the re-run. (Default: false — those effects stay in place.)
@@ -27,7 +27,7 @@ export const CancelRequest = z
   .strictObject({ ...verbBase, compensate: z.boolean().optional() })
   .meta({ id: 'CancelRequest' });
 export const ForceCompleteRequest = z
-  .strictObject({ ...verbBase, step: StepName, output: Json })
+  .strictObject({ ...verbBase, step: StepName, output: StorableJson })
   .meta({ id: 'ForceCompleteRequest' });
 export const ReplayRequest = z.strictObject({ ...verbBase, step: StepName }).meta({ id: 'ReplayRequest' });
 

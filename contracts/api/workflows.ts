@@ -2,16 +2,19 @@ import { z } from 'zod';
 import { WORKFLOW_STATES } from '../states.ts';
 import { CompensationEntry, CreateWorkflowRequest, FlowErrorBody, Json, StepAttempt, WorkflowRecord } from '../record.ts';
 import { LogicId } from '../logic-version.ts';
+import { Instant, PgIntParam, StorableJson, text } from './storable.ts';
 
 /**
  * `POST /v1/envs/{env}/workflows`: the CreateWorkflowRequest without `env` (it is in the path) and
  * without `idempotencyKey` (it is the `Idempotency-Key` header).
  */
-export const StartWorkflowBody = CreateWorkflowRequest.omit({ env: true, idempotencyKey: true }).meta({ id: 'StartWorkflowRequest' });
+export const StartWorkflowBody = CreateWorkflowRequest.omit({ env: true, idempotencyKey: true })
+  .extend({ input: StorableJson, correlationId: text(1, 200).optional() })
+  .meta({ id: 'StartWorkflowRequest' });
 export type StartWorkflowBody = z.infer<typeof StartWorkflowBody>;
 
 export const StartWorkflowHeaders = z.object({
-  'idempotency-key': z.string().min(1).max(200).optional().describe('Starting twice with the same key returns the first instance (200)'),
+  'idempotency-key': text(1, 200).optional().describe('Starting twice with the same key returns the first instance (200)'),
 });
 
 export const WorkflowRecordSchema = WorkflowRecord.meta({ id: 'WorkflowRecord' });
@@ -21,14 +24,14 @@ const queryBool = z.enum(['true', 'false']).transform((v) => v === 'true');
 export const ListWorkflowsQuery = z.strictObject({
   state: z.enum(WORKFLOW_STATES as [string, ...string[]]).optional(),
   logicId: LogicId.optional(),
-  version: z.coerce.number().int().min(1).optional(),
-  correlationId: z.string().min(1).max(200).optional(),
+  version: PgIntParam.optional(),
+  correlationId: text(1, 200).optional(),
   /** Only instances that should be moving and are not (lease expired, deadline overdue, runnable too long). */
   stuck: queryBool.optional(),
   /** Created at or after this instant (ISO 8601). */
-  from: z.iso.datetime({ offset: true }).optional(),
+  from: Instant.optional(),
   /** Created before this instant (ISO 8601). */
-  to: z.iso.datetime({ offset: true }).optional(),
+  to: Instant.optional(),
   limit: z.coerce.number().int().min(1).max(500).default(50),
   /** `nextCursor` of the previous page; opaque. */
   cursor: z.string().min(1).max(200).optional(),

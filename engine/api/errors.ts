@@ -96,3 +96,10 @@ export class Internal extends FlowError {
     super('FLOW_INTERNAL', 'the engine failed to answer this request; the error is in its log', { status: 500 });
   }
 }
+
+/** A path the router cannot take apart: bad percent-encoding, or a segment over its length limit. */
+export class MalformedUrl extends FlowError {
+  constructor(why: string, status: 400 | 414) {
+    super('FLOW_MALFORMED_URL', `the request path ${why}; percent-encode it as UTF-8 and keep each segment short`, { status });
+  }
+}

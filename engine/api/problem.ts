@@ -2,8 +2,9 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { FlowError } from '../../contracts/errors.ts';
 import { PROBLEM_CONTENT_TYPE, type Problem, problemType } from '../../contracts/api/problem.ts';
+import { InputUnstorable } from '../runtime/storable.ts';
+import { BodyTooLarge, Internal, MalformedJson, MalformedUrl, RouteNotFound, SchemaInvalid, UnsupportedMediaType } from './errors.ts';
 import { redactUrl } from './redact.ts';
-import { BodyTooLarge, Internal, MalformedJson, RouteNotFound, SchemaInvalid, UnsupportedMediaType } from './errors.ts';
 
 const TITLES: Record<number, string> = {
   400: 'Malformed request',
@@ -12,6 +13,7 @@ const TITLES: Record<number, string> = {
   404: 'Not found',
   409: 'Conflict',
   413: 'Body too large',
+  414: 'Path too long',
   415: 'Unsupported media type',
   422: 'Request breaks its schema',
   500: 'Internal error',
@@ -30,6 +32,20 @@ export function installProblemHandlers(app: FastifyInstance, bodyLimitOf: (req: 
     return sendProblem(reply, req, flow);
   });
   app.setNotFoundHandler((req, reply) => sendProblem(reply, req, new RouteNotFound(req.method, redactUrl(req.url.split('?')[0]!))));
+}
+
+/**
+ * Fastify's `frameworkErrors`: the router's refusals (a path that does not decode, a parameter over
+ * `maxParamLength`) come before any route or error handler, so they are translated here.
+ */
+export function frameworkErrors(err: FastifyError, req: FastifyRequest, reply: FastifyReply): void {
+  const flow =
+    err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+      ? new MalformedUrl('has a segment over the length limit', 414)
+      : err.code === 'FST_ERR_BAD_URL'
+        ? new MalformedUrl('does not decode', 400)
+        : new MalformedJson(err.message);
+  void sendProblem(reply, req, flow);
 }
 
 export function sendProblem(reply: FastifyReply, req: FastifyRequest, err: FlowError): FastifyReply {
@@ -65,10 +81,23 @@ function toFlowError(err: FastifyError, req: FastifyRequest, bodyLimitOf: (req: 
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new UnsupportedMediaType(req.headers['content-type']);
   }
+  // the last line: a value Postgres refused as data (SQLSTATE class 22 data exception, 54 program
+  // limit) is the request's, whatever schema let it through
+  const sqlstate = dataExceptionOf(err);
+  if (sqlstate !== null) return new InputUnstorable('the request', '(a value)', `was refused by Postgres as data (SQLSTATE ${sqlstate})`);
   // Fastify's other request refusals (bad content length, aborted body…) are the caller's; the rest are ours.
   if (err instanceof SyntaxError) return new MalformedJson(err.message);
   if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) return new MalformedJson(err.message);
   return new Internal();
+}
+
+/** The SQLSTATE of a data exception (class 22) or program limit (class 54) in `err` or its causes, else null. */
+function dataExceptionOf(err: unknown): string | null {
+  for (let e = err, depth = 0; e !== null && typeof e === 'object' && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && /^(22|54)[0-9A-Z]{3}$/.test(code)) return code;
+  }
+  return null;
 }
 
 function problemList(details: unknown): Problem['errors'] {

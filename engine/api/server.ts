@@ -7,7 +7,7 @@ import type { Engine } from '../runtime/engine.ts';
 import { type AuthOptions, createAuthenticator } from './auth.ts';
 import { type ConsoleOptions, consolePlugin } from './console.ts';
 import { installGuard } from './guard.ts';
-import { installProblemHandlers } from './problem.ts';
+import { frameworkErrors, installProblemHandlers } from './problem.ts';
 import { redactingLogger } from './redact.ts';
 import { callbackRoutes } from './routes/callbacks.ts';
 import { decisionRoutes } from './routes/decisions.ts';
@@ -49,7 +49,7 @@ export interface Api {
 export async function buildApi(opts: ApiOptions): Promise<Api> {
   const bodyLimit = opts.bodyLimit ?? 1024 * 1024;
   const publishBodyLimit = opts.publishBodyLimit ?? 32 * 1024 * 1024;
-  const app = Fastify({ logger: redactingLogger(opts.logger), bodyLimit, return503OnClosing: true });
+  const app = Fastify({ logger: redactingLogger(opts.logger), bodyLimit, return503OnClosing: true, frameworkErrors });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   // On every answer, API and console alike (registered first, so a refusal at the guard carries

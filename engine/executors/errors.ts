@@ -9,8 +9,8 @@ export class UnknownHandler extends FlowError {
 }
 
 export class HostNotAllowed extends FlowError {
-  constructor(host: string) {
-    super('FLOW_HTTP_HOST_NOT_ALLOWED', `http step called ${host}, which is not on the engine's allowlist (httpAllowlist)`, {
+  constructor(host: string, why = 'which is not on the engine\'s allowlist (httpAllowlist)') {
+    super('FLOW_HTTP_HOST_NOT_ALLOWED', `http step called ${host}, ${why}`, {
       status: 403,
     });
   }

@@ -1,5 +1,6 @@
 import http from 'node:http';
 import https from 'node:https';
+import type { LookupFunction } from 'node:net';
 import type { StepOutcome } from '../../contracts/index.ts';
 
 export interface HttpCall {
@@ -10,6 +11,8 @@ export interface HttpCall {
   timeoutMs: number;
   /** Abandons the call (the worker lost its lease); the outcome is then ABORTED, for nobody to record. */
   signal?: AbortSignal;
+  /** Resolves the host for this call only: the address the allowlist checked (allowlist.ts, `pinnedLookup`). */
+  lookup?: LookupFunction;
 }
 
 const MAX_ERROR_BODY = 500;
@@ -78,7 +81,8 @@ function send(call: HttpCall): Promise<{ status: number; headers: Record<string,
   }
   const lib = target.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
-    const req = lib.request({ ...target, method: call.method, headers, agent: agents[target.protocol] }, (res) => {
+    const pinned = call.lookup === undefined ? {} : { lookup: call.lookup };
+    const req = lib.request({ ...target, ...pinned, method: call.method, headers, agent: agents[target.protocol] }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => settle(() => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') })));

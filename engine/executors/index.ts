@@ -2,6 +2,7 @@ import type { Action, LogicVersion, StepDef, StepOutcome } from '../../contracts
 import type { FuncRuntime } from '../../host-functions/index.ts';
 import { funcExecutor, httpHostTransport } from './func.ts';
 import type { FuncRecord, Instance, JsonValue, Running } from '../core/instance.ts';
+import type { Resolve } from './allowlist.ts';
 import type { HandlerProfiles } from './handlers.ts';
 import { httpExecutor } from './http.ts';
 import { proxyExecutor } from './proxy.ts';
@@ -47,6 +48,8 @@ export interface ExecutorOptions {
   handlers?: HandlerProfiles;
   /** Hosts (`host` or `host:port`) that `http` steps may call; `*` allows any. (Default: none) */
   httpAllowlist?: readonly string[];
+  /** How `http` steps resolve an allowlisted hostname before its address is checked; tests inject one. (Default: dns.lookup) */
+  resolve?: Resolve;
   /** Runs `func` steps' modules; without it a func step fails with FLOW_FUNC_UNAVAILABLE. */
   funcRuntime?: FuncRuntime;
   /** Replaces the executor of `func` steps altogether (in-process services in tests). */
@@ -57,7 +60,7 @@ export function createExecutors(opts: ExecutorOptions = {}): Executors {
   const handlers = opts.handlers ?? new Map();
   return {
     proxy: proxyExecutor(handlers),
-    http: httpExecutor(opts.httpAllowlist ?? []),
+    http: httpExecutor(opts.httpAllowlist ?? [], opts.resolve),
     func: opts.func
       ? opts.func
       : opts.funcRuntime

@@ -146,6 +146,7 @@ export class Engine {
       ...opts.relay,
       secret: outboxSecret,
       eventSink: opts.eventSink ?? null,
+      callbackAllowlist: opts.callbackAllowlist ?? [],
       onError: (err) => opts.observer?.onError?.(null, err),
     });
     this.workers.attach(this.outbox);

@@ -1,5 +1,6 @@
 import type { StepOutcome } from '../../contracts/index.ts';
 import { backoffMs } from '../core/retry.ts';
+import { hostAllowed, pinnedLookup, type Resolve, systemResolve } from '../executors/allowlist.ts';
 import { callHttp } from '../executors/http-call.ts';
 import type { Db } from '../store/db.ts';
 import { claimDueOutbox, type DeliveryResult, type OutboxRow, recordDelivery } from '../store/outbox.ts';
@@ -18,6 +19,8 @@ export interface RelayTuning {
   backoff?: { initialMs?: number; factor?: number; maxMs?: number };
   /** Attempts before a transiently failing row is given up (failed_at). (Default: 30) */
   maxAttempts?: number;
+  /** How a callback's hostname is resolved before its address is checked (allowlist.ts, `pinnedLookup`). (Default: dns.lookup) */
+  resolve?: Resolve;
 }
 
 export interface OutboxRelayOptions extends RelayTuning {
@@ -25,6 +28,12 @@ export interface OutboxRelayOptions extends RelayTuning {
   secret: string;
   /** Where `event` rows are POSTed; without one they stay undelivered until a sink is configured. */
   eventSink: { url: string } | null;
+  /**
+   * Hosts a `callback` row may be delivered to: the engine's callbackAllowlist, checked again at
+   * delivery, so a row written under an older, wider list is not delivered once the host is gone
+   * from it. (Default: none)
+   */
+  callbackAllowlist?: readonly string[];
   /** Errors of the loop itself (database away); deliveries record theirs on the row. */
   onError?: (err: unknown) => void;
 }
@@ -41,6 +50,7 @@ export class OutboxRelay {
   readonly #db: Db;
   readonly #opts: OutboxRelayOptions;
   readonly #policy: { initialMs: number; factor: number; maxMs: number };
+  readonly #callbackHosts: ReadonlySet<string>;
   #running = false;
   #loop: Promise<void> | null = null;
   readonly #alarm = new Alarm();
@@ -51,6 +61,7 @@ export class OutboxRelay {
     this.#db = db;
     this.#opts = opts;
     this.#policy = { initialMs: 1000, factor: 2, maxMs: 600_000, ...opts.backoff };
+    this.#callbackHosts = new Set(opts.callbackAllowlist ?? []);
   }
 
   get #timeoutMs(): number {
@@ -120,6 +131,22 @@ export class OutboxRelay {
     if (url === null || !isHttpUrl(url)) {
       return { outcome: 'failed', error: `FLOW_OUTBOX_BAD_URL: ${row.kind} row has no http(s) URL to deliver to (${url})` };
     }
+    // a callback goes to a caller's URL: its host, and the address that resolves to, are checked now
+    let lookup: Awaited<ReturnType<typeof pinnedLookup>>;
+    if (row.kind === 'callback') {
+      const target = new URL(url);
+      if (!hostAllowed(this.#callbackHosts, target)) {
+        return { outcome: 'failed', error: `FLOW_CALLBACK_HOST_NOT_ALLOWED: ${target.host} is no longer on the engine's callbackAllowlist` };
+      }
+      try {
+        lookup = await pinnedLookup(this.#callbackHosts, target, this.#opts.resolve ?? systemResolve);
+      } catch (err) {
+        return this.#classify(row, { status: 'failed', retryable: true, error: { code: 'NETWORK_ERROR', message: `${target.hostname}: ${String(err)}` } });
+      }
+      if (lookup === null) {
+        return { outcome: 'failed', error: `FLOW_CALLBACK_HOST_NOT_ALLOWED: ${target.host} resolves to an internal address the callbackAllowlist does not name` };
+      }
+    }
     const payload = row.payload ?? null;
     const timestamp = Math.floor(Date.now() / 1000);
     const headers: Record<string, string> = {
@@ -132,7 +159,7 @@ export class OutboxRelay {
       'x-flow-signature': signOutbox(this.#opts.secret, timestamp, JSON.stringify(payload)),
     };
     if (row.workflow_id !== null) headers['x-flow-workflow-id'] = row.workflow_id;
-    const outcome = await callHttp({ method: 'POST', url, headers, body: payload, timeoutMs: this.#timeoutMs });
+    const outcome = await callHttp({ method: 'POST', url, headers, body: payload, timeoutMs: this.#timeoutMs, ...(lookup ? { lookup } : {}) });
     return this.#classify(row, outcome);
   }
 

@@ -262,7 +262,8 @@ describeEachDriver('outbox: emit rows, callbacks and the relay', (getDb) => {
   });
 
   it('leaves event rows waiting while no event sink is configured, and still delivers callbacks', async () => {
-    const noSink = new Engine({ db: db(), env: ENV, outboxSecret: SECRET });
+    // callbacks are re-checked at delivery: the relaying engine lists the host too
+    const noSink = new Engine({ db: db(), env: ENV, outboxSecret: SECRET, callbackAllowlist: [new URL(svc.url).host] });
     const id = await start(announceOnly(), { order: 'o-4' }, { callback: { url: `${svc.url}/cb` } });
     await noSink.outbox.drain();
     expect((await rows(id))[0]).toMatchObject({ delivered_at: null, failed_at: null, attempts: 0 });
