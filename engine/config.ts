@@ -3,6 +3,8 @@ import { AuthKeysMissing, ConfigInvalid, SecretMissing } from './errors.ts';
 import { parseAllowlist } from './executors/allowlist.ts';
 import { type HandlerProfiles, loadHandlerProfiles } from './executors/handlers.ts';
 import type { EngineOptions } from './runtime/engine.ts';
+import { DEFAULT_MAX_INPUT_BYTES, DEFAULT_RETRY_AFTER_MAX_MS } from './runtime/storable.ts';
+import { MAX_WAIT_MS } from './core/storable.ts';
 import type { Db } from './store/db.ts';
 
 const list = z.string().transform(parseAllowlist);
@@ -23,6 +25,9 @@ const EnvSchema = z.object({
   FLOW_AUTH_JWKS_URL: z.string().min(1).optional(),
   FLOW_HOST: z.string().min(1).default('127.0.0.1'),
   FLOW_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  // jsonb holds at most 255 MB; a value must also fit a commit's parameter with the rest
+  FLOW_MAX_INPUT_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(DEFAULT_MAX_INPUT_BYTES),
+  FLOW_RETRY_AFTER_MAX_MS: z.coerce.number().int().min(0).max(MAX_WAIT_MS).default(DEFAULT_RETRY_AFTER_MAX_MS),
 });
 
 /** Everything the engine process is configured with, typed, read once at boot. */
@@ -45,6 +50,10 @@ export interface FlowConfig {
   /** Where the API listens. (Default: 127.0.0.1:8080) */
   listen: { host: string; port: number };
   handlers: HandlerProfiles;
+  /** The largest JSON value the engine stores, from a caller or a step. (Default: 1 MiB) */
+  maxInputBytes: number;
+  /** The longest wait a `Retry-After` answer may impose. (Default: one hour) */
+  maxRetryAfterMs: number;
 }
 
 /**
@@ -81,6 +90,8 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): FlowConfig {
     auth: { secret: env.FLOW_AUTH_SECRET, jwksUrl: env.FLOW_AUTH_JWKS_URL },
     listen: { host: env.FLOW_HOST, port: env.FLOW_PORT },
     handlers,
+    maxInputBytes: env.FLOW_MAX_INPUT_BYTES,
+    maxRetryAfterMs: env.FLOW_RETRY_AFTER_MAX_MS,
   };
 }
 
@@ -98,6 +109,8 @@ export function engineOptionsFrom(config: FlowConfig, db: Db, extra: Partial<Eng
     ...(config.tokenSecret ? { tokenSecret: config.tokenSecret } : {}),
     ...(config.outboxSecret ? { outboxSecret: config.outboxSecret } : {}),
     callbackAllowlist: config.callbackAllowlist,
+    maxInputBytes: config.maxInputBytes,
+    maxRetryAfterMs: config.maxRetryAfterMs,
     ...(config.eventSinkUrl ? { eventSink: { url: config.eventSinkUrl } } : {}),
     ...extra,
     executors: { handlers: config.handlers, httpAllowlist: config.httpAllowlist, ...extra.executors },

@@ -6,7 +6,7 @@ import { callHttp } from './http-call.ts';
 import type { Executor } from './index.ts';
 
 /** Built-in HTTP call to a URL on the engine's allowlist. */
-export function httpExecutor(allowlist: readonly string[]): Executor<'http'> {
+export function httpExecutor(allowlist: readonly string[], maxBodyBytes?: number): Executor<'http'> {
   const allowed = new Set(allowlist);
   return async (def, a) => {
     const url = isLiteralUrl(def.url) ? def.url : String(await evaluate('url', def.url, a.instance));
@@ -19,6 +19,7 @@ export function httpExecutor(allowlist: readonly string[]): Executor<'http'> {
       body: a.input,
       timeoutMs: a.timeoutMs,
       signal: a.signal,
+      maxBodyBytes,
     });
   };
 }

@@ -22,6 +22,8 @@ import { cancelTree } from './cancel-tree.ts';
 import { Heartbeats, type LeaseKeeper } from './lease-keeper.ts';
 import { CommitBatcher } from './commit-batcher.ts';
 import { Slots } from './slots.ts';
+import { refusedForData } from '../store/errors.ts';
+import { DEFAULT_MAX_INPUT_BYTES, DEFAULT_RETRY_AFTER_MAX_MS, type ResultLimits, storableResult, unstorableCommit } from './storable.ts';
 
 /** The shortest time between two timer polls that found nothing, however often the pool is woken. */
 const TIMER_POLL_GAP_MS = 10;
@@ -111,6 +113,8 @@ export class WorkerPool {
     private readonly tokens: ResumeTokens,
     private readonly observer: TransitionObserver,
     opts: WorkerOptions = {},
+    /** What an executor's result must fit to be recorded (storable.ts). */
+    private readonly limits: ResultLimits = { maxBytes: DEFAULT_MAX_INPUT_BYTES, maxRetryAfterMs: DEFAULT_RETRY_AFTER_MAX_MS },
   ) {
     this.concurrency = opts.concurrency ?? 16;
     this.leaseMs = opts.leaseMs ?? 30_000;
@@ -324,11 +328,22 @@ export class WorkerPool {
         this.#heldWokenLetGo();
         return;
       }
-      const { t, event } = decided;
-      const keep = goOn && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
+      let { t, event } = decided;
+      let keep = goOn && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
       // the next attempt's work without effects (a module run) overlaps this commit
       if (keep) startAhead(logic, t.instance, this.executors);
-      const committed = await lease.committing(() => this.#commit(stored, t, event, token, keep ? { token, ttlMs: this.leaseMs } : null));
+      let committed: boolean;
+      try {
+        committed = await lease.committing(() => this.#commit(stored, t, event, token, keep ? { token, ttlMs: this.leaseMs } : null));
+      } catch (err) {
+        // Postgres refused the data of an attempt's result (checked before, yet refused): sending
+        // it again cannot succeed, so the attempt fails permanently instead (storable.ts)
+        if (!refusedForData(err) || (event.type !== 'outcome' && event.type !== 'progress')) throw err;
+        event = { type: 'outcome', outcome: unstorableCommit(err) };
+        t = (await apply(logic, instance, event, goOn))!;
+        keep = goOn && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
+        committed = await lease.committing(() => this.#commit(stored, t, event, token, keep ? { token, ttlMs: this.leaseMs } : null));
+      }
       this.observer.onTransition?.(stored.instance, t, committed);
       // let the timer loop look again when what it waits for may have changed: a new timer may
       // fall due before its next poll, and a child that ended left its parent a signal due now
@@ -362,7 +377,7 @@ export class WorkerPool {
   async #step(logic: LogicVersion, instance: Instance, lease: LeaseKeeper, goOn: boolean): Promise<{ t: Transition; event: TraceEvent } | null> {
     if (lease.lost) return null;
     const began = performance.now();
-    const result = await executeAttempt(logic, instance, this.executors, this.tokens, lease.signal);
+    const result = storableResult(await executeAttempt(logic, instance, this.executors, this.tokens, lease.signal), this.limits);
     this.observer.onAttempt?.(logic, instance, result, (performance.now() - began) / 1000);
     const event: TraceEvent = result.status === 'progress' ? { type: 'progress', record: result.record } : { type: 'outcome', outcome: result };
     // an attempt's result always decides something
@@ -386,7 +401,7 @@ export class WorkerPool {
         if (await commitTransition(this.db, from, t, { keepLease, cancelChildren: this.#cancelTree, by: token, event, send })) return true;
         return attempt > 1 && (await asScheduler(this.db, (c) => commitLanded(c, { id, token, rowVersion: from.rowVersion })));
       } catch (err) {
-        if ((err as { code?: string }).code === 'FLOW_TRANSITION_REFUSED' || attempt >= 20) throw err;
+        if ((err as { code?: string }).code === 'FLOW_TRANSITION_REFUSED' || refusedForData(err) || attempt >= 20) throw err;
         await sleep(Math.min(2000, 50 * 2 ** attempt));
       }
     }
