@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LogicVersion, StepDef } from '../../contracts/index.ts';
 import type { Api } from '../../engine/api/server.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
+import { refusedForData } from '../../engine/store/errors.ts';
 import { snapshot } from '../api/snapshot.ts';
 import { testApi } from '../api/support.ts';
 import { describeEachDriver } from '../support/db.ts';
@@ -153,6 +154,30 @@ describeEachDriver('unstorable step results', (getDb) => {
       expect(r.state, until).toBe('failed');
       expect(r.error?.code, until).toBe('FLOW_TIME_OUT_OF_RANGE');
     }
+  });
+
+  it('a commit Postgres refuses for its data (SQLSTATE 22) fails the attempt FLOW_RESULT_UNSTORABLE instead of retrying it', async () => {
+    // the result itself is fine; the emit step it leads to makes a payload jsonb refuses
+    answer = { status: 200, body: { ok: true } };
+    const before = svc.calls('/call').length;
+    const r = await runLogic(
+      uniqueLogic({
+        start: 'call',
+        steps: {
+          call: { kind: 'proxy', path: '/call', handler: 'test', retry: { maxAttempts: 2, initialMs: 1, maxMs: 1 }, next: 'tell' },
+          tell: { kind: 'emit', event: 'x.done', payload: '{ "s": "a\\u0000b" }' },
+        },
+      }),
+    );
+    expect(r.state).toBe('failed');
+    expect(r.error?.code).toBe('FLOW_RESULT_UNSTORABLE');
+    expect(r.error?.message).toMatch(/SQLSTATE 22/);
+    expect(svc.calls('/call').length - before).toBe(1);
+  });
+
+  it('only a refusal for the data is final: a lost connection, a shutdown or a deadlock is retried', () => {
+    for (const code of ['22P05', '22P02', '22008', '54000', '54001']) expect(refusedForData({ code }), code).toBe(true);
+    for (const code of ['08006', '08003', '57P01', '40P01', '40001', 'ECONNRESET', undefined]) expect(refusedForData({ code }), String(code)).toBe(false);
   });
 
   describe('callbacks and decisions', () => {
