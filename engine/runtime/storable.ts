@@ -58,11 +58,7 @@ export function unstorableError(what: string, problem: StorableProblem): FlowErr
 export function unstorableCommit(err: unknown): StepOutcome {
   const state = (err as { code?: unknown }).code;
   const message = `the store refused the attempt's result (SQLSTATE ${String(state)}): ${String((err as Error).message).slice(0, 300)}`;
-  return cleanFailure({ code: 'FLOW_RESULT_UNSTORABLE', message });
-}
-
-function cleanFailure(error: FlowErrorBody): StepOutcome {
-  return { status: 'failed', retryable: false, error: cleanError(error) };
+  return { status: 'failed', retryable: false, error: cleanError({ code: 'FLOW_RESULT_UNSTORABLE', message }) };
 }
 
 export interface ResultLimits {
@@ -97,7 +93,8 @@ export function storableResult(result: EffectResult, limits: ResultLimits): Effe
 function storableFailure(result: Extract<StepOutcome, { status: 'failed' }>, limits: ResultLimits): StepOutcome {
   const { retryAfterMs } = result;
   const wait = retryAfterMs === undefined || Number.isNaN(retryAfterMs) ? undefined : Math.min(Math.max(0, retryAfterMs), limits.maxRetryAfterMs);
-  const error = storableProblem(result.error, limits.maxBytes) === null && result.error.message.length <= MAX_ERROR_MESSAGE ? result.error : cleanError(result.error);
+  const fits = typeof result.error.message === 'string' && result.error.message.length <= MAX_ERROR_MESSAGE;
+  const error = fits && storableProblem(result.error, limits.maxBytes) === null ? result.error : cleanError(result.error);
   if (wait === retryAfterMs && error === result.error) return result;
   const { retryAfterMs: _, ...rest } = result;
   return { ...rest, error, ...(wait === undefined ? {} : { retryAfterMs: wait }) };

@@ -25,6 +25,11 @@ import { Slots } from './slots.ts';
 import { refusedForData } from '../store/errors.ts';
 import { DEFAULT_MAX_INPUT_BYTES, DEFAULT_RETRY_AFTER_MAX_MS, type ResultLimits, storableResult, unstorableCommit } from './storable.ts';
 
+/** Whether the worker goes straight on with the instance after committing `t`, keeping its lease. */
+function keepsGoing(t: Transition, goOn: boolean): boolean {
+  return goOn && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
+}
+
 /** The shortest time between two timer polls that found nothing, however often the pool is woken. */
 const TIMER_POLL_GAP_MS = 10;
 /** Timers fired per statement (about 30 µs each): a burst of 10,000 due at once takes a few. */
@@ -329,7 +334,7 @@ export class WorkerPool {
         return;
       }
       let { t, event } = decided;
-      let keep = goOn && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
+      let keep = keepsGoing(t, goOn);
       // the next attempt's work without effects (a module run) overlaps this commit
       if (keep) startAhead(logic, t.instance, this.executors);
       let committed: boolean;
@@ -341,7 +346,7 @@ export class WorkerPool {
         if (!refusedForData(err) || (event.type !== 'outcome' && event.type !== 'progress')) throw err;
         event = { type: 'outcome', outcome: unstorableCommit(err) };
         t = (await apply(logic, instance, event, goOn))!;
-        keep = goOn && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
+        keep = keepsGoing(t, goOn);
         committed = await lease.committing(() => this.#commit(stored, t, event, token, keep ? { token, ttlMs: this.leaseMs } : null));
       }
       this.observer.onTransition?.(stored.instance, t, committed);
