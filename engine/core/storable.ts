@@ -26,8 +26,8 @@ export type StorableProblem =
   | { kind: 'too_large'; bytes: number; max: number }
   | { kind: 'unstorable'; path: string; why: string };
 
-// String.prototype.isWellFormed (ES2024, Node 20): false for a string holding a lone surrogate
-const isWellFormed = (String.prototype as unknown as { isWellFormed: (this: string) => boolean }).isWellFormed;
+/** A string with ES2024's isWellFormed (Node 20; not yet in the ES2023 lib): false when it holds a lone surrogate. */
+type Es2024String = string & { isWellFormed(): boolean };
 
 /**
  * The first reason `value` cannot be stored, or null. One walk with an explicit stack (so a
@@ -38,39 +38,51 @@ const isWellFormed = (String.prototype as unknown as { isWellFormed: (this: stri
 export function storableProblem(value: unknown, maxBytes: number): StorableProblem | null {
   // upper bound of the UTF-8 JSON size: a UTF-16 unit is at most 6 bytes (\u00XX), a number 24
   let bound = 0;
-  const stack: Entry[] = [{ v: value, depth: 0, key: null, parent: null }];
+  const root: Entry = { v: value, depth: 0, key: null, parent: null };
+  const scalar = scalarBound(value);
+  if (typeof scalar === 'string') return { kind: 'unstorable', path: '$', why: scalar };
+  bound += scalar;
+  // only arrays and objects are pushed; their scalar members are checked where they are met
+  const stack: Entry[] = scalar === 0 ? [root] : [];
   while (stack.length > 0) {
     const e = stack.pop()!;
-    const v = e.v;
-    if (typeof v === 'string') {
-      const why = badString(v);
-      if (why !== null) return { kind: 'unstorable', path: pathOf(e), why };
-      bound += 6 * v.length + 2;
-    } else if (typeof v === 'number') {
-      if (!Number.isFinite(v)) return { kind: 'unstorable', path: pathOf(e), why: `is ${v}, not a JSON number` };
-      bound += 24;
-    } else if (v !== null && typeof v === 'object') {
-      if (e.depth >= MAX_DEPTH) return { kind: 'unstorable', path: pathOf(e), why: `nests deeper than ${MAX_DEPTH} levels` };
-      bound += 2;
-      if (Array.isArray(v)) {
-        for (let i = v.length - 1; i >= 0; i--) stack.push({ v: v[i], depth: e.depth + 1, key: i, parent: e });
-        bound += v.length;
-      } else {
-        for (const k of Object.keys(v)) {
-          const why = badString(k);
-          if (why !== null) return { kind: 'unstorable', path: `${pathOf(e)} (a key)`, why };
-          bound += 6 * k.length + 4;
-          stack.push({ v: (v as Record<string, unknown>)[k], depth: e.depth + 1, key: k, parent: e });
-        }
+    if (e.depth >= MAX_DEPTH) return { kind: 'unstorable', path: pathOf(e), why: `nests deeper than ${MAX_DEPTH} levels` };
+    const v = e.v as Record<string, unknown> | unknown[];
+    if (Array.isArray(v)) {
+      bound += 2 + v.length;
+      for (let i = v.length - 1; i >= 0; i--) {
+        const b = scalarBound(v[i]);
+        if (typeof b === 'string') return { kind: 'unstorable', path: pathOf({ v: v[i], depth: 0, key: i, parent: e }), why: b };
+        if (b === 0) stack.push({ v: v[i], depth: e.depth + 1, key: i, parent: e });
+        bound += b;
       }
     } else {
-      // null, a boolean (a bigint or a function is refused by JSON.stringify, as it would be at commit)
-      bound += 5;
+      bound += 2;
+      for (const k of Object.keys(v)) {
+        const kb = scalarBound(k);
+        if (typeof kb === 'string') return { kind: 'unstorable', path: `${pathOf(e)} (a key)`, why: kb };
+        const b = scalarBound(v[k]);
+        if (typeof b === 'string') return { kind: 'unstorable', path: pathOf({ v: v[k], depth: 0, key: k, parent: e }), why: b };
+        if (b === 0) stack.push({ v: v[k], depth: e.depth + 1, key: k, parent: e });
+        bound += kb + b + 2;
+      }
     }
   }
   if (bound <= maxBytes) return null;
   const bytes = Buffer.byteLength(JSON.stringify(value ?? null), 'utf8');
   return bytes > maxBytes ? { kind: 'too_large', bytes, max: maxBytes } : null;
+}
+
+/**
+ * A scalar's bound on its JSON bytes, why it cannot be stored (a string), or 0 for an array or
+ * an object (walked on its own). A bigint or a function is left to JSON.stringify, which refuses
+ * it as it would at commit.
+ */
+function scalarBound(v: unknown): number | string {
+  if (typeof v === 'string') return badString(v) ?? 6 * v.length + 2;
+  if (typeof v === 'number') return Number.isFinite(v) ? 24 : `is ${v}, not a JSON number`;
+  if (v !== null && typeof v === 'object') return 0;
+  return 5;
 }
 
 /** A value met on the walk; its path is built only when it is the one reported. */
@@ -89,7 +101,7 @@ function pathOf(e: Entry): string {
 
 function badString(s: string): string | null {
   if (s.includes('\0')) return 'holds a NUL character (\\u0000)';
-  if (!isWellFormed.call(s)) return 'holds a lone UTF-16 surrogate (not valid Unicode)';
+  if (!(s as Es2024String).isWellFormed()) return 'holds a lone UTF-16 surrogate (not valid Unicode)';
   return null;
 }
 
