@@ -5,6 +5,8 @@ import { parseAllowlist } from './executors/allowlist.ts';
 import { type HandlerProfiles, loadHandlerProfiles } from './executors/handlers.ts';
 import type { EngineOptions } from './runtime/engine.ts';
 import { DEFAULT_TIMEOUT_CAPS, type TimeoutCaps } from './runtime/execute-attempt.ts';
+import { DEFAULT_MAX_INPUT_BYTES, DEFAULT_RETRY_AFTER_MAX_MS } from './runtime/storable.ts';
+import { MAX_WAIT_MS } from './core/storable.ts';
 import type { Db } from './store/db.ts';
 
 const list = z.string().transform(parseAllowlist);
@@ -32,6 +34,9 @@ const EnvSchema = z.object({
   FLOW_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   FLOW_STEP_TIMEOUT_MAX_MS: z.coerce.number().int().min(1).max(2_147_483_647).default(DEFAULT_TIMEOUT_CAPS.stepMs),
   FLOW_FUNC_TIMEOUT_MAX_MS: z.coerce.number().int().min(1).max(2_147_483_647).default(DEFAULT_TIMEOUT_CAPS.funcMs),
+  // jsonb holds at most 255 MB; a value must also fit a commit's parameter with the rest
+  FLOW_MAX_INPUT_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(DEFAULT_MAX_INPUT_BYTES),
+  FLOW_RETRY_AFTER_MAX_MS: z.coerce.number().int().min(0).max(MAX_WAIT_MS).default(DEFAULT_RETRY_AFTER_MAX_MS),
 });
 
 /** Everything the engine process is configured with, typed, read once at boot. */
@@ -64,6 +69,10 @@ export interface FlowConfig {
    * and FLOW_FUNC_TIMEOUT_MAX_MS for func steps' module runs. (Default: 300000 and 60000)
    */
   timeoutCaps: TimeoutCaps;
+  /** The largest JSON value the engine stores, from a caller or a step. (Default: 1 MiB) */
+  maxInputBytes: number;
+  /** The longest wait a `Retry-After` answer may impose. (Default: one hour) */
+  maxRetryAfterMs: number;
 }
 
 /**
@@ -108,6 +117,8 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): FlowConfig {
     listen: { host: env.FLOW_HOST, port: env.FLOW_PORT },
     handlers,
     timeoutCaps: { stepMs: env.FLOW_STEP_TIMEOUT_MAX_MS, funcMs: env.FLOW_FUNC_TIMEOUT_MAX_MS },
+    maxInputBytes: env.FLOW_MAX_INPUT_BYTES,
+    maxRetryAfterMs: env.FLOW_RETRY_AFTER_MAX_MS,
   };
 }
 
@@ -125,6 +136,8 @@ export function engineOptionsFrom(config: FlowConfig, db: Db, extra: Partial<Eng
     ...(config.tokenSecret ? { tokenSecret: config.tokenSecret } : {}),
     ...(config.outboxSecret ? { outboxSecret: config.outboxSecret } : {}),
     callbackAllowlist: config.callbackAllowlist,
+    maxInputBytes: config.maxInputBytes,
+    maxRetryAfterMs: config.maxRetryAfterMs,
     ...(config.eventSinkUrl ? { eventSink: { url: config.eventSinkUrl } } : {}),
     ...extra,
     worker: { timeoutCaps: config.timeoutCaps, ...extra.worker },

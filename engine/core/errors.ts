@@ -31,12 +31,30 @@ export class ExpressionFailed extends FlowError {
 }
 
 /**
+ * A step's delay, deadline or `until` that the engine cannot schedule: longer than MAX_WAIT_MS, or
+ * a date outside the years 1 to 9999 (core/storable.ts). The same every time, so a permanent
+ * failure of the step, routed as any failure of its entry.
+ */
+export class TimeOutOfRange extends FlowError {
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super('FLOW_TIME_OUT_OF_RANGE', message, { status: 422 });
+  }
+
+  bodyAt(step: string | undefined): FlowErrorBody {
+    return { code: this.code, message: `${step === undefined ? '' : `step ${step}, `}${this.field}: ${this.message}`, field: this.field, ...(step === undefined ? {} : { step }) };
+  }
+}
+
+/**
  * What any error thrown while the core enters a step becomes: an expression failure keeps its
  * code and field; anything else (a definition the core cannot follow) is FLOW_STEP_ENTRY_FAILED.
  * Either way a permanent step error, so no exception reaches the worker loop.
  */
 export function stepErrorOf(err: unknown, step: string | undefined, field?: string): FlowErrorBody {
-  if (err instanceof ExpressionFailed) return err.bodyAt(step);
+  if (err instanceof ExpressionFailed || err instanceof TimeOutOfRange) return err.bodyAt(step);
   const message = err instanceof Error ? err.message : String(err);
   return {
     code: 'FLOW_STEP_ENTRY_FAILED',

@@ -6,6 +6,7 @@ import { type Entered, isRegistrationOf, STEP_KINDS } from './steps.ts';
 import { Draft, type Transition, visitField } from './transition.ts';
 import { stepErrorOf } from './errors.ts';
 import { validateOutput } from './schemas.ts';
+import { MAX_WAIT_MS } from './storable.ts';
 
 /** Guards against a definition whose pure steps route in a circle. */
 const MAX_STEPS_PER_TRANSITION = 1000;
@@ -261,7 +262,7 @@ export async function onOutcome(logic: LogicVersion, inst: Instance, outcome: St
     });
     d.ctx.running = { ...running, seq, attempt };
     d.instance.state = 'pending';
-    d.runAfterMs = Math.max(wait, checked.retryAfterMs ?? 0);
+    d.runAfterMs = Math.min(MAX_WAIT_MS, Math.max(wait, checked.retryAfterMs ?? 0));
     d.cause = 'retry_scheduled';
     return d.done();
   }
@@ -315,7 +316,7 @@ async function onCompensationOutcome(logic: LogicVersion, inst: Instance, outcom
       idempotencyKey: running.idempotencyKey,
     });
     d.ctx.running = { ...running, seq, attempt: reg.attempts };
-    d.runAfterMs = Math.max(backoffMs(action?.retry, running.attempt, `${running.idempotencyKey}:${running.attempt}`), outcome.retryAfterMs ?? 0);
+    d.runAfterMs = Math.min(MAX_WAIT_MS, Math.max(backoffMs(action?.retry, running.attempt, `${running.idempotencyKey}:${running.attempt}`), outcome.retryAfterMs ?? 0));
     d.cause = 'compensation_retry_scheduled';
     return d.done();
   }

@@ -3,6 +3,8 @@ import { durationMs } from './durations.ts';
 import { evaluate } from './expressions.ts';
 import type { Command, JsonValue } from './instance.ts';
 import type { Draft } from './transition.ts';
+import { TimeOutOfRange } from './errors.ts';
+import { instantProblem, waitProblem } from './storable.ts';
 
 /**
  * Parking: the instance writes a `parked` attempt and goes to `waiting`, costing nothing in
@@ -26,11 +28,18 @@ function parkAttempt(d: Draft, name: string, input: JsonValue): number {
 }
 
 export async function enterDecision(d: Draft, name: string, step: StepOfKind<'decision'>, input: JsonValue): Promise<void> {
+  const deadlineMs = step.deadline === undefined ? null : waitOf('deadline', step.deadline);
   const seq = parkAttempt(d, name, input);
   // no deadline, no timer: a decision waits as long as it takes unless the definition says otherwise
-  if (step.deadline !== undefined) {
-    d.commands.push({ type: 'timer', purpose: 'deadline', delayMs: durationMs(step.deadline), at: null, seq });
-  }
+  if (deadlineMs !== null) d.commands.push({ type: 'timer', purpose: 'deadline', delayMs: deadlineMs, at: null, seq });
+}
+
+/** A duration's milliseconds, thrown as TimeOutOfRange (before the draft changes) when it cannot be scheduled. */
+function waitOf(field: string, iso: string): number {
+  const ms = durationMs(iso);
+  const problem = waitProblem(ms);
+  if (problem !== null) throw new TimeOutOfRange(field, `${iso}: ${problem}`);
+  return ms;
 }
 
 /**
@@ -68,10 +77,12 @@ export async function enterDelay(d: Draft, name: string, step: StepOfKind<'delay
     if (typeof value !== 'string' || Number.isNaN(Date.parse(value))) {
       return `until evaluated to ${JSON.stringify(value)}, not an ISO timestamp`;
     }
+    const problem = instantProblem(Date.parse(value));
+    if (problem !== null) throw new TimeOutOfRange('until', `${JSON.stringify(value).slice(0, 100)}: ${problem}`);
     at = new Date(value).toISOString();
   }
+  const delayMs = step.duration === undefined ? null : waitOf('duration', step.duration);
   const seq = parkAttempt(d, name, input);
-  const delayMs = step.duration === undefined ? null : durationMs(step.duration);
   d.commands.push({ type: 'timer', purpose: 'delay', delayMs, at, seq });
   return null;
 }

@@ -132,7 +132,7 @@ async function abandonedWith(run: ModuleRun, signals: (AbortSignal | undefined)[
 }
 
 /** Host calls as proxy-back HTTP calls to the import's handler profile. */
-export function httpHostTransport(handlers: HandlerProfiles): HostTransport {
+export function httpHostTransport(handlers: HandlerProfiles, maxBodyBytes?: number): HostTransport {
   return async ({ target, request, idempotencyKey, attempt }) => {
     const profile = resolveHandler(handlers, target.handler ?? attempt.instance.domain);
     return callHttp({
@@ -142,6 +142,7 @@ export function httpHostTransport(handlers: HandlerProfiles): HostTransport {
       body: request,
       timeoutMs: attempt.timeoutMs,
       signal: attempt.signal,
+      maxBodyBytes,
     });
   };
 }

@@ -2,6 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
 import type { StepOutcome } from '../../contracts/index.ts';
+import { DEFAULT_MAX_INPUT_BYTES } from '../core/storable.ts';
 
 export interface HttpCall {
   method: string;
@@ -9,6 +10,11 @@ export interface HttpCall {
   headers: Record<string, string>;
   body: unknown;
   timeoutMs: number;
+  /**
+   * The most bytes of response body read: past it the response is dropped unread, and a 2xx is
+   * the permanent FLOW_RESULT_TOO_LARGE. (Default: 1 MiB)
+   */
+  maxBodyBytes?: number;
   /** Abandons the call (the worker lost its lease); the outcome is then ABORTED, for nobody to record. */
   signal?: AbortSignal;
   /** Resolves the host for this call only: the address the allowlist checked (allowlist.ts, `pinnedLookup`). */
@@ -23,7 +29,7 @@ const MAX_ERROR_BODY = 500;
  * timeouts are transient (honouring Retry-After); any other 4xx is permanent.
  */
 export async function callHttp(call: HttpCall): Promise<StepOutcome> {
-  let res: { status: number; headers: Record<string, string | string[] | undefined>; text: string };
+  let res: Answer;
   try {
     res = await send(call);
   } catch (err) {
@@ -42,6 +48,10 @@ export async function callHttp(call: HttpCall): Promise<StepOutcome> {
   }
   const { status, text } = res;
   if (status >= 200 && status < 300) {
+    if (res.overflow) {
+      const message = `${call.method} ${call.url} answered ${status} with a body over ${maxBodyOf(call)} bytes (maxInputBytes); it was not read`;
+      return { status: 'failed', retryable: false, error: { code: 'FLOW_RESULT_TOO_LARGE', message, status } };
+    }
     let body: unknown = null;
     if (text.trim() !== '') {
       try {
@@ -71,7 +81,19 @@ export async function callHttp(call: HttpCall): Promise<StepOutcome> {
 // node:http with keep-alive agents: measured here at well under half the CPU per call of fetch.
 const agents = { 'http:': new http.Agent({ keepAlive: true }), 'https:': new https.Agent({ keepAlive: true }) };
 
-function send(call: HttpCall): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string }> {
+/** A response as read: its body cut at the cap (`overflow`: there was more, left unread). */
+interface Answer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+  overflow: boolean;
+}
+
+function maxBodyOf(call: HttpCall): number {
+  return call.maxBodyBytes ?? DEFAULT_MAX_INPUT_BYTES;
+}
+
+function send(call: HttpCall): Promise<Answer> {
   const target = requestTarget(call.url);
   const body = call.method === 'GET' ? undefined : JSON.stringify(call.body ?? null);
   const headers: Record<string, string> = { ...call.headers };
@@ -84,8 +106,21 @@ function send(call: HttpCall): Promise<{ status: number; headers: Record<string,
     const pinned = call.lookup === undefined ? {} : { lookup: call.lookup };
     const req = lib.request({ ...target, ...pinned, method: call.method, headers, agent: agents[target.protocol] }, (res) => {
       const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => settle(() => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') })));
+      const answer = (overflow: boolean) => ({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8'), overflow });
+      // a body past the cap is never buffered whole: the response is dropped where it passes it
+      const max = maxBodyOf(call);
+      let size = 0;
+      const overflow = () => {
+        settle(() => resolve(answer(true)));
+        res.destroy();
+      };
+      if (Number(res.headers['content-length']) > max) return overflow();
+      res.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > max) return overflow();
+        chunks.push(c);
+      });
+      res.on('end', () => settle(() => resolve(answer(false))));
       res.on('error', (e) => settle(() => reject(e)));
     });
     // The deadline and the caller's abandon end the call themselves, not through an AbortSignal
@@ -150,7 +185,8 @@ function errorMessage(call: HttpCall, status: number, text: string): string {
 /** Retry-After is seconds or an HTTP date (RFC 9110 §10.2.3). */
 export function parseRetryAfter(value: string | null): number | undefined {
   if (value === null) return undefined;
-  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
+  // the engine caps the wait (storableResult); an absurd number here is only ever "very long"
+  if (/^\d+$/.test(value.trim())) return Math.min(Number(value.trim()) * 1000, Number.MAX_SAFE_INTEGER);
   const at = Date.parse(value);
   return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }

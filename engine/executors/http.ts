@@ -10,7 +10,7 @@ import type { Executor } from './index.ts';
  * Built-in HTTP call to a URL on the engine's allowlist: the host by name, then the address it
  * resolves to (engine/executors/allowlist.ts, `pinnedLookup`), which the call then connects to.
  */
-export function httpExecutor(allowlist: readonly string[], resolve: Resolve = systemResolve): Executor<'http'> {
+export function httpExecutor(allowlist: readonly string[], resolve: Resolve = systemResolve, maxBodyBytes?: number): Executor<'http'> {
   const allowed = new Set(allowlist);
   return async (def, a) => {
     const url = isLiteralUrl(def.url) ? def.url : String(await evaluate('url', def.url, a.instance));
@@ -33,6 +33,7 @@ export function httpExecutor(allowlist: readonly string[], resolve: Resolve = sy
       timeoutMs: a.timeoutMs,
       signal: a.signal,
       ...(lookup === undefined ? {} : { lookup }),
+      maxBodyBytes,
     });
   };
 }

@@ -54,17 +54,22 @@ export interface ExecutorOptions {
   funcRuntime?: FuncRuntime;
   /** Replaces the executor of `func` steps altogether (in-process services in tests). */
   func?: Executor<'func'>;
+  /**
+   * The most bytes of a response body read (proxy, http and host calls); past it a 2xx fails the
+   * attempt FLOW_RESULT_TOO_LARGE. The Engine sets its `maxInputBytes`. (Default: 1 MiB)
+   */
+  maxBodyBytes?: number;
 }
 
 export function createExecutors(opts: ExecutorOptions = {}): Executors {
   const handlers = opts.handlers ?? new Map();
   return {
-    proxy: proxyExecutor(handlers),
-    http: httpExecutor(opts.httpAllowlist ?? [], opts.resolve),
+    proxy: proxyExecutor(handlers, opts.maxBodyBytes),
+    http: httpExecutor(opts.httpAllowlist ?? [], opts.resolve, opts.maxBodyBytes),
     func: opts.func
       ? opts.func
       : opts.funcRuntime
-      ? funcExecutor(opts.funcRuntime, httpHostTransport(handlers))
+      ? funcExecutor(opts.funcRuntime, httpHostTransport(handlers, opts.maxBodyBytes))
       : async () => ({
         status: 'failed',
         retryable: false,

@@ -4,7 +4,7 @@ import { callHttp } from './http-call.ts';
 import type { Executor } from './index.ts';
 
 /** Proxy-back: POSTs the step input to the owning service (the handler profile) at `path`. */
-export function proxyExecutor(handlers: HandlerProfiles): Executor<'proxy'> {
+export function proxyExecutor(handlers: HandlerProfiles, maxBodyBytes?: number): Executor<'proxy'> {
   return async (def, a) => {
     const profile = resolveHandler(handlers, def.handler ?? a.instance.domain);
     return callHttp({
@@ -14,6 +14,7 @@ export function proxyExecutor(handlers: HandlerProfiles): Executor<'proxy'> {
       body: a.input,
       timeoutMs: a.timeoutMs,
       signal: a.signal,
+      maxBodyBytes,
     });
   };
 }

@@ -27,7 +27,7 @@ import { OPERATOR_GRANT, type PublisherGrant } from '../../contracts/grants.ts';
 import { IngestEventRequest, type IngestResult, ingestEvent } from './ingest-event.ts';
 import { OutboxRelay, type RelayTuning } from './outbox-relay.ts';
 import { startPinned } from './start-instance.ts';
-import { checkStorable, DEFAULT_MAX_INPUT_BYTES } from './storable.ts';
+import { checkStorable, DEFAULT_MAX_INPUT_BYTES, DEFAULT_RETRY_AFTER_MAX_MS } from './storable.ts';
 import { envOfWorkflow } from '../store/audit.ts';
 import { findAppliedCallback } from '../store/applied-callback.ts';
 import { decisionOf } from '../core/journal.ts';
@@ -82,11 +82,18 @@ export interface EngineOptions {
   outboxSecret?: string;
   relay?: RelayTuning;
   /**
-   * The largest JSON, in UTF-8 bytes, that a caller may hand in: a start's input, an event's
-   * payload, a decision's payload, a completion. Larger ones are refused with
-   * FLOW_INPUT_TOO_LARGE before anything is written. (Default: 1 MiB)
+   * The largest JSON, in UTF-8 bytes, that comes into the engine to be stored. From a caller (a
+   * start's input, an event's payload, a decision's payload, a completion) a larger one is refused
+   * with FLOW_INPUT_TOO_LARGE before anything is written; from a step (a response body, a
+   * module's output, a host call's answer) it fails the step FLOW_RESULT_TOO_LARGE, and a response
+   * body is not read past it. (Default: 1 MiB)
    */
   maxInputBytes?: number;
+  /**
+   * The longest wait a `Retry-After` answer may impose before the next attempt; a longer one is
+   * cut to it. (Default: 3600000, one hour)
+   */
+  maxRetryAfterMs?: number;
 }
 
 export interface SettleOptions {
@@ -134,10 +141,12 @@ export class Engine {
     const outboxSecret = secret(opts.outboxSecret, 'FLOW_OUTBOX_SECRET', production);
     const given = opts.executors ?? {};
     this.#ownFuncs = given.funcRuntime === undefined && given.func === undefined ? dbFuncRuntime(opts.db) : null;
-    const executors = this.#grants.wrap(createExecutors(this.#ownFuncs === null ? given : { ...given, funcRuntime: this.#ownFuncs }));
+    const limited = { maxBodyBytes: this.#maxInputBytes, ...given };
+    const executors = this.#grants.wrap(createExecutors(this.#ownFuncs === null ? limited : { ...limited, funcRuntime: this.#ownFuncs }));
     this.metrics = new EngineMetrics(opts.db);
     const observer = withMetrics(this.metrics, opts.observer ?? {});
-    this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, observer, opts.worker);
+    const limits = { maxBytes: this.#maxInputBytes, maxRetryAfterMs: opts.maxRetryAfterMs ?? DEFAULT_RETRY_AFTER_MAX_MS };
+    this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, observer, opts.worker, limits);
     this.ops = new Operations(opts.db, this.logics, this.env, (id, env) => {
       this.workers.wake();
       return this.get(id, env);

@@ -5,12 +5,13 @@ import type { Transition } from '../core/transition.ts';
 import { insertAudit } from '../store/audit.ts';
 import { commitTransition } from '../store/commit-transition.ts';
 import type { Db } from '../store/db.ts';
-import { ConcurrentUpdate, NotFound } from '../store/errors.ts';
+import { ConcurrentUpdate, NotFound, refusedForData } from '../store/errors.ts';
 import { loadWorkflow } from '../store/load-workflow.ts';
 import { replaceInput } from '../store/replace-input.ts';
 import { inEnv } from '../store/tx.ts';
 import { cancelTree } from './cancel-tree.ts';
 import type { LogicCache } from './logic-cache.ts';
+import { ChangeUnstorable } from './storable.ts';
 
 export interface AuditOf {
   verb: string;
@@ -31,7 +32,7 @@ export interface MutateOptions {
  * through the core: read under a row lock, check the caller, decide, commit guarded by
  * row_version with its journal row, audit — in one transaction. A worker that is mid-step on the
  * same instance is fenced out by the row_version bump; a refusal or a decision that throws leaves
- * everything as it was.
+ * everything as it was. A change Postgres refuses for its data is the caller's 422, not a 500.
  */
 export async function mutateWorkflow(
   db: Db,
@@ -41,6 +42,12 @@ export async function mutateWorkflow(
   event: TraceEvent,
   { audit, allow }: MutateOptions = {},
 ): Promise<Transition> {
+  return decide(db, logics, env, id, event, { audit, allow }).catch((err: unknown) => {
+    throw refusedForData(err) ? new ChangeUnstorable(err) : err;
+  });
+}
+
+function decide(db: Db, logics: LogicCache, env: string, id: string, event: TraceEvent, { audit, allow }: MutateOptions): Promise<Transition> {
   return inEnv(db, env, async (c) => {
     const stored = await loadWorkflow(c, id, { forUpdate: true });
     if (stored === null) throw new NotFound(`workflow ${id}`);

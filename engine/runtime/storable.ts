@@ -1,10 +1,12 @@
 import { FlowError } from '../../contracts/errors.ts';
+import type { FlowErrorBody, StepOutcome } from '../../contracts/index.ts';
+import { DEFAULT_MAX_INPUT_BYTES, type StorableProblem, storableProblem } from '../core/storable.ts';
+import type { EffectResult } from '../executors/index.ts';
 
-/** The default largest JSON (UTF-8 bytes) a start input, event payload, decision payload or completion may be. */
-export const DEFAULT_MAX_INPUT_BYTES = 1024 * 1024;
+export { DEFAULT_MAX_INPUT_BYTES };
 
-/** A lone UTF-16 surrogate: JSON.stringify escapes it, and Postgres' jsonb refuses the escape. */
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+/** The default longest wait a `Retry-After` answer may ask for: one hour. */
+export const DEFAULT_RETRY_AFTER_MAX_MS = 3_600_000;
 
 export class InputTooLarge extends FlowError {
   constructor(what: string, bytes: number, max: number) {
@@ -18,32 +20,95 @@ export class InputUnstorable extends FlowError {
   }
 }
 
-/**
- * Checks a caller's JSON before anything is written: not larger than `maxBytes`, and holding no
- * string Postgres' jsonb cannot store (a NUL character, a lone surrogate). Refused here, it never
- * reaches a transaction — where jsonb would refuse it with a bare SQL error, or, inside a step's
- * output, hold the instance in a commit that can never succeed.
- */
-export function checkStorable(what: string, value: unknown, maxBytes: number): void {
-  const text = JSON.stringify(value ?? null);
-  const bytes = Buffer.byteLength(text, 'utf8');
-  if (bytes > maxBytes) throw new InputTooLarge(what, bytes, maxBytes);
-  // NUL and lone surrogates show up as \u escapes in the JSON text; walk only when one might be there
-  if (text.includes('\\u0000') || /\\ud[89a-f]/i.test(text)) walk(what, value, '$');
-}
-
-function walk(what: string, value: unknown, path: string): void {
-  if (typeof value === 'string') checkString(what, value, path);
-  else if (Array.isArray(value)) for (const [i, v] of value.entries()) walk(what, v, `${path}[${i}]`);
-  else if (value !== null && typeof value === 'object') {
-    for (const [k, v] of Object.entries(value)) {
-      checkString(what, k, `${path} (a key)`);
-      walk(what, v, `${path}.${k}`);
-    }
+/** A change from outside the worker loop (a completion, a decision, a verb) that Postgres refused for its data. */
+export class ChangeUnstorable extends FlowError {
+  constructor(err: unknown) {
+    const state = String((err as { code?: unknown }).code);
+    super('FLOW_INPUT_UNSTORABLE', `the change cannot be stored (SQLSTATE ${state}); nothing was written: ${String((err as Error).message).slice(0, 300)}`, {
+      status: 422,
+    });
   }
 }
 
-function checkString(what: string, s: string, path: string): void {
-  if (s.includes('\0')) throw new InputUnstorable(what, path, 'holds a NUL character (\\u0000)');
-  if (LONE_SURROGATE.test(s)) throw new InputUnstorable(what, path, 'holds a lone UTF-16 surrogate (not valid Unicode)');
+/**
+ * Checks a caller's JSON before anything is written: not larger than `maxBytes`, not nested
+ * deeper than MAX_DEPTH, and holding no string Postgres' jsonb cannot store (a NUL character, a
+ * lone surrogate). Refused here, it never reaches a transaction — where jsonb would refuse it
+ * with a bare SQL error, or, inside a step's output, hold the instance in a commit that can
+ * never succeed.
+ */
+export function checkStorable(what: string, value: unknown, maxBytes: number): void {
+  const problem = storableProblem(value, maxBytes);
+  if (problem === null) return;
+  if (problem.kind === 'too_large') throw new InputTooLarge(what, problem.bytes, problem.max);
+  throw new InputUnstorable(what, problem.path, problem.why);
+}
+
+/** What a step result the engine cannot store becomes: a permanent step error (ARCHITECTURE.md, Limits). */
+export function unstorableError(what: string, problem: StorableProblem): FlowErrorBody {
+  return problem.kind === 'too_large'
+    ? { code: 'FLOW_RESULT_TOO_LARGE', message: `${what} is ${problem.bytes} bytes of JSON; the engine stores at most ${problem.max} (maxInputBytes)` }
+    : { code: 'FLOW_RESULT_UNSTORABLE', message: `${what} cannot be stored: ${problem.path} ${problem.why}` };
+}
+
+/**
+ * The outcome recorded instead of a result whose commit Postgres refused for its data (a SQLSTATE
+ * of a data exception or a program limit): a permanent failure of the attempt.
+ */
+export function unstorableCommit(err: unknown): StepOutcome {
+  const state = (err as { code?: unknown }).code;
+  const message = `the store refused the attempt's result (SQLSTATE ${String(state)}): ${String((err as Error).message).slice(0, 300)}`;
+  return { status: 'failed', retryable: false, error: cleanError({ code: 'FLOW_RESULT_UNSTORABLE', message }) };
+}
+
+export interface ResultLimits {
+  maxBytes: number;
+  maxRetryAfterMs: number;
+}
+
+/** The longest error message kept from an attempt: enough to act on, never the whole body. */
+const MAX_ERROR_MESSAGE = 2000;
+
+/**
+ * An executor's result as the engine may record it, before the core sees it (so the journal and a
+ * replay see the same): an output or a host call's record that cannot be stored becomes a
+ * permanent failure of the attempt; an error's text is cut to well-formed Unicode without NUL;
+ * a Retry-After wait is capped at `maxRetryAfterMs`. A result that needs none of it is returned
+ * as it is.
+ */
+export function storableResult(result: EffectResult, limits: ResultLimits): EffectResult {
+  if (result.status === 'succeeded') {
+    const problem = storableProblem(result.output, limits.maxBytes);
+    return problem === null ? result : { status: 'failed', retryable: false, error: unstorableError('the step output', problem) };
+  }
+  if (result.status === 'progress') {
+    const call = result.record.calls.at(-1);
+    const problem = call === undefined ? null : storableProblem(call, limits.maxBytes);
+    return problem === null ? result : { status: 'failed', retryable: false, error: unstorableError(`host call ${call!.n} (${call!.importName})`, problem) };
+  }
+  if (result.status === 'parked') return result;
+  return storableFailure(result, limits);
+}
+
+function storableFailure(result: Extract<StepOutcome, { status: 'failed' }>, limits: ResultLimits): StepOutcome {
+  const { retryAfterMs } = result;
+  const wait = retryAfterMs === undefined || Number.isNaN(retryAfterMs) ? undefined : Math.min(Math.max(0, retryAfterMs), limits.maxRetryAfterMs);
+  const fits = typeof result.error.message === 'string' && result.error.message.length <= MAX_ERROR_MESSAGE;
+  const error = fits && storableProblem(result.error, limits.maxBytes) === null ? result.error : cleanError(result.error);
+  if (wait === retryAfterMs && error === result.error) return result;
+  const { retryAfterMs: _, ...rest } = result;
+  return { ...rest, error, ...(wait === undefined ? {} : { retryAfterMs: wait }) };
+}
+
+// String.prototype.toWellFormed (ES2024, Node 20): each lone surrogate becomes U+FFFD
+const toWellFormed = (String.prototype as unknown as { toWellFormed: (this: string) => string }).toWellFormed;
+
+/** An error body cut down to what jsonb holds: its strings well-formed, without NUL, the message bounded. */
+function cleanError(error: FlowErrorBody): FlowErrorBody {
+  const text = (s: unknown, max: number) => toWellFormed.call(String(s).slice(0, max).replaceAll('\0', '\ufffd'));
+  const out: FlowErrorBody = { code: text(error.code, 200), message: text(error.message, MAX_ERROR_MESSAGE) };
+  if (typeof error.status === 'number') out.status = error.status;
+  if (typeof error.step === 'string') out.step = text(error.step, 200);
+  if (typeof error.field === 'string') out.field = text(error.field, 200);
+  return out;
 }

@@ -21,6 +21,13 @@ import { cancelTree } from './cancel-tree.ts';
 import { Heartbeats, type LeaseKeeper } from './lease-keeper.ts';
 import { CommitBatcher } from './commit-batcher.ts';
 import { Slots } from './slots.ts';
+import { refusedForData } from '../store/errors.ts';
+import { DEFAULT_MAX_INPUT_BYTES, DEFAULT_RETRY_AFTER_MAX_MS, type ResultLimits, storableResult, unstorableCommit } from './storable.ts';
+
+/** Whether the worker goes straight on with the instance after committing `t`, keeping its lease. */
+function keepsGoing(t: Transition, goOn: boolean): boolean {
+  return goOn && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
+}
 
 /** The shortest time between two timer polls that found nothing, however often the pool is woken. */
 const TIMER_POLL_GAP_MS = 10;
@@ -115,6 +122,8 @@ export class WorkerPool {
     private readonly tokens: ResumeTokens,
     private readonly observer: TransitionObserver,
     opts: WorkerOptions = {},
+    /** What an executor's result must fit to be recorded (storable.ts). */
+    private readonly limits: ResultLimits = { maxBytes: DEFAULT_MAX_INPUT_BYTES, maxRetryAfterMs: DEFAULT_RETRY_AFTER_MAX_MS },
   ) {
     this.concurrency = opts.concurrency ?? 16;
     this.leaseMs = opts.leaseMs ?? 30_000;
@@ -342,11 +351,22 @@ export class WorkerPool {
         this.#heldWokenLetGo();
         return;
       }
-      const { t, event } = decided;
-      const keep = goOn && t.runAfterMs === null && (t.instance.state === 'processing' || t.instance.state === 'compensating');
+      let { t, event } = decided;
+      let keep = keepsGoing(t, goOn);
       // the next attempt's work without effects (a module run) overlaps this commit
       if (keep) startAhead(logic, t.instance, this.executors, this.timeoutCaps);
-      const committed = await lease.committing(() => this.#commit(stored, t, event, token, keep ? { token, ttlMs: this.leaseMs } : null));
+      let committed: boolean;
+      try {
+        committed = await lease.committing(() => this.#commit(stored, t, event, token, keep ? { token, ttlMs: this.leaseMs } : null));
+      } catch (err) {
+        // Postgres refused the data of an attempt's result (checked before, yet refused): sending
+        // it again cannot succeed, so the attempt fails permanently instead (storable.ts)
+        if (!refusedForData(err) || (event.type !== 'outcome' && event.type !== 'progress')) throw err;
+        event = { type: 'outcome', outcome: unstorableCommit(err) };
+        t = (await apply(logic, instance, event, goOn))!;
+        keep = keepsGoing(t, goOn);
+        committed = await lease.committing(() => this.#commit(stored, t, event, token, keep ? { token, ttlMs: this.leaseMs } : null));
+      }
       this.observer.onTransition?.(stored.instance, t, committed);
       // let the timer loop look again when what it waits for may have changed: a new timer may
       // fall due before its next poll, and a child that ended left its parent a signal due now
@@ -382,7 +402,7 @@ export class WorkerPool {
     if (lease.lost) return null;
     const began = performance.now();
     const halt = this.#halt.signal;
-    const result = await executeAttempt(logic, instance, this.executors, this.tokens, { signal: lease.signal, halt }, this.timeoutCaps);
+    const result = storableResult(await executeAttempt(logic, instance, this.executors, this.tokens, { signal: lease.signal, halt }, this.timeoutCaps), this.limits);
     if (halt.aborted && result.status === 'failed' && result.error.code === 'FUNC_ABORTED') return 'abandoned';
     this.observer.onAttempt?.(logic, instance, result, (performance.now() - began) / 1000);
     const event: TraceEvent = result.status === 'progress' ? { type: 'progress', record: result.record } : { type: 'outcome', outcome: result };
@@ -407,7 +427,7 @@ export class WorkerPool {
         if (await commitTransition(this.db, from, t, { keepLease, cancelChildren: this.#cancelTree, by: token, event, send })) return true;
         return attempt > 1 && (await asScheduler(this.db, (c) => commitLanded(c, { id, token, rowVersion: from.rowVersion })));
       } catch (err) {
-        if ((err as { code?: string }).code === 'FLOW_TRANSITION_REFUSED' || attempt >= 20) throw err;
+        if ((err as { code?: string }).code === 'FLOW_TRANSITION_REFUSED' || refusedForData(err) || attempt >= 20) throw err;
         await sleep(Math.min(2000, 50 * 2 ** attempt));
       }
     }

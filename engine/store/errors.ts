@@ -14,6 +14,22 @@ export function sqlStateOf(err: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined;
 }
 
+/** SQLSTATE classes (the first two characters) that mean "not this data", never "not now". */
+export const DataRefusalClass = {
+  dataException: '22',
+  programLimitExceeded: '54',
+} as const;
+
+/**
+ * Whether a statement failed for the data it carried — a data exception (a jsonb string with
+ * NUL, a timestamp out of range) or a program limit (a value too large) — so sending it again
+ * can never succeed. A lost connection, a deadlock or a shutdown is not.
+ */
+export function refusedForData(err: unknown): boolean {
+  const state = sqlStateOf(err);
+  return state !== undefined && state.length === 5 && Object.values(DataRefusalClass).some((c) => state.startsWith(c));
+}
+
 export class VersionConflict extends FlowError {
   constructor(logicId: string, version: number, existing: string, offered: string) {
     super(

@@ -27,7 +27,10 @@ describe('the configuration, parsed once from the environment', () => {
       listen: { host: '127.0.0.1', port: 8080 },
       auth: { secret: undefined, jwksUrl: undefined, issuer: undefined, audience: undefined },
       metricsOpen: false,
+      maxInputBytes: 1024 * 1024,
+      maxRetryAfterMs: 3_600_000,
     });
+    expect(loadConfig({ FLOW_MAX_INPUT_BYTES: '65536', FLOW_RETRY_AFTER_MAX_MS: '60000' })).toMatchObject({ maxInputBytes: 65536, maxRetryAfterMs: 60000 });
     const config = loadConfig({
       DATABASE_URL: 'postgres://u@h/db',
       FLOW_ENV: 'prod-eu',
@@ -53,6 +56,10 @@ describe('the configuration, parsed once from the environment', () => {
     ['FLOW_TOKEN_SECRET', 'short'],
     ['FLOW_AUTH_SECRET', 'too-short-for-hs256'],
     ['FLOW_HANDLER_LEDGER_URL', 'ftp://ledger'],
+    ['FLOW_MAX_INPUT_BYTES', 'lots'],
+    ['FLOW_MAX_INPUT_BYTES', '10'],
+    ['FLOW_RETRY_AFTER_MAX_MS', '-1'],
+    ['FLOW_RETRY_AFTER_MAX_MS', '1e20'],
   ])('stops on a bad %s with FLOW_CONFIG_INVALID naming it', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(expect.objectContaining({ code: 'FLOW_CONFIG_INVALID', message: expect.stringMatching(new RegExp(`^${name}: `)) }));
   });

@@ -11,6 +11,12 @@ let base: string;
 beforeAll(async () => {
   server = createServer((req, res) => {
     if (req.url?.startsWith('/silent')) return; // never answers
+    const big = /^\/big\/(\d+)\/(declared|chunked)$/.exec(req.url ?? '');
+    if (big !== null) {
+      const body = JSON.stringify({ message: 'x'.repeat(4096) });
+      res.writeHead(Number(big[1]), big[2] === 'declared' ? { 'content-length': String(Buffer.byteLength(body)) } : {});
+      return void res.end(body);
+    }
     res.setHeader('content-type', 'application/json');
     res.end(JSON.stringify({ url: req.url, method: req.method }));
   });
@@ -46,4 +52,15 @@ it('a call past its deadline fails STEP_TIMEOUT; one abandoned by the caller fai
   expect(await callHttp({ method: 'POST', url: `${base}/a`, headers: {}, body: {}, timeoutMs: 60_000, signal: gone.signal })).toMatchObject({
     error: { code: 'ABORTED' },
   });
+});
+
+it('a body past maxBodyBytes is not read: a 2xx fails FLOW_RESULT_TOO_LARGE, any other status keeps its meaning', async () => {
+  for (const how of ['declared', 'chunked']) {
+    const ok = await callHttp({ method: 'POST', url: `${base}/big/200/${how}`, headers: {}, body: {}, timeoutMs: 2000, maxBodyBytes: 1024 });
+    expect(ok, how).toMatchObject({ status: 'failed', retryable: false, error: { code: 'FLOW_RESULT_TOO_LARGE', status: 200 } });
+    const busy = await callHttp({ method: 'POST', url: `${base}/big/503/${how}`, headers: {}, body: {}, timeoutMs: 2000, maxBodyBytes: 1024 });
+    expect(busy, how).toMatchObject({ status: 'failed', retryable: true, error: { code: 'HTTP_503', status: 503 } });
+    const within = await callHttp({ method: 'POST', url: `${base}/big/200/${how}`, headers: {}, body: {}, timeoutMs: 2000, maxBodyBytes: 8192 });
+    expect(within.status, how).toBe('succeeded');
+  }
 });

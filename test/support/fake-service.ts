@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export interface Received {
@@ -10,7 +10,15 @@ export interface Received {
   raw: string;
 }
 
-export type Reply = { status: number; body?: unknown; headers?: Record<string, string> };
+export type Reply = {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** Sent instead of `body`, as it is: bytes that are not JSON, or a writer that streams the body itself. */
+  raw?: string | Buffer | ((res: ServerResponse) => void);
+  /** Drops the connection instead of answering (a reset). */
+  reset?: boolean;
+};
 export type Route = (req: Received) => Reply | Promise<Reply>;
 
 /**
@@ -28,8 +36,10 @@ export class FakeService {
   constructor() {
     this.#server = createServer((req, res) => {
       void this.#handle(req).then((reply) => {
+        if (reply.reset === true) return void req.socket.destroy();
         res.writeHead(reply.status, { 'content-type': 'application/json', ...reply.headers });
-        res.end(reply.body === undefined ? '' : JSON.stringify(reply.body));
+        if (typeof reply.raw === 'function') return reply.raw(res);
+        res.end(reply.raw ?? (reply.body === undefined ? '' : JSON.stringify(reply.body)));
       });
     });
   }
