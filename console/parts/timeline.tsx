@@ -1,28 +1,13 @@
 import { useMemo, useState } from 'preact/hooks';
+import type { AuditEntrySchema } from '../../contracts/api/workflows.ts';
+import type { StepAttempt } from '../../contracts/record.ts';
 import { duration, JsonView } from './ui.tsx';
 
-export interface Attempt {
-  step: string;
-  kind: 'step' | 'compensation';
-  attempt: number;
-  generation: number;
-  state: string;
-  input: unknown;
-  output: unknown;
-  error: { code: string; message: string } | null;
-  idempotencyKey: string | null;
-  startedAt: string;
-  finishedAt: string | null;
-}
 
-export interface AuditEntry {
-  verb: string;
-  actor: string;
-  reason: string | null;
-  args: unknown;
-  at: string;
-}
 
+/** The API's records, by their names in the console. */
+export type Attempt = StepAttempt;
+export type AuditEntry = AuditEntrySchema;
 type Row = { type: 'attempt'; at: string; a: Attempt; index: number } | { type: 'audit'; at: string; e: AuditEntry; index: number };
 
 const ROW = 30;
