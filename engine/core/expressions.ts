@@ -7,7 +7,7 @@ const MAX_CACHED = 10_000;
 const compiled = new Map<string, jsonata.Expression>();
 
 /**
- * The evaluation budget of one expression (notes/jsonata.md: definitions may recurse). Both are
+ * The evaluation budget of one expression (JSONata's `function(...)` definitions may recurse). Both are
  * counts, not a clock, so an expression meets the budget on every replay exactly as it did live.
  * - nesting depth: JSONata's own `stack` guard (D1011), well below Node's stack;
  * - evaluated nodes: counted by JSONata's entry hook on the evaluation's own frame, which stops

@@ -6,7 +6,7 @@ import type { TransitionObserver } from './observer.ts';
 /**
  * The heartbeats of one worker pool: every lease it holds is extended by one statement every
  * leaseMs / 3, so heartbeat traffic follows the pool, not the number of instances in flight
- * (issue 14: 64 instances on long calls made 64 write transactions each beat). A lease is first
+ * (64 instances on long calls made 64 write transactions each beat). A lease is first
  * beaten at most leaseMs / 3 after it was taken, as when each instance kept its own timer.
  */
 export class Heartbeats {

@@ -15,7 +15,7 @@ import { EXAMPLES } from '../compiler/project-helpers.ts';
 import { WorkerProcess } from '../support/worker-process.ts';
 
 /**
- * The standalone engine end to end (issue 11, acceptance): `s8flow start` as a child process on
+ * The standalone engine end to end: `s8flow start` as a child process on
  * Postgres serves the API and runs the workers; CI publishes the compiled examples with
  * `s8flow publish --to http://…`; an owning service starts a payment over HTTP, answers one step
  * 202 and completes it later through /v1/callbacks/{token}; an approver's token answers the
