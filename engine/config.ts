@@ -23,6 +23,8 @@ const EnvSchema = z.object({
   FLOW_AUTH_JWKS_URL: z.string().min(1).optional(),
   FLOW_HOST: z.string().min(1).default('127.0.0.1'),
   FLOW_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  FLOW_STUCK_PENDING_MS: z.coerce.number().int().min(1).optional(),
+  FLOW_STUCK_PARKED_MS: z.coerce.number().int().min(1).optional(),
 });
 
 /** Everything the engine process is configured with, typed, read once at boot. */
@@ -45,6 +47,8 @@ export interface FlowConfig {
   /** Where the API listens. (Default: 127.0.0.1:8080) */
   listen: { host: string; port: number };
   handlers: HandlerProfiles;
+  /** When an instance counts as stuck: runnable and unclaimed, parked on a 202 without timeoutMs. (Default: a minute, a day) */
+  stuck: { pendingForMs?: number; parkedForMs?: number };
 }
 
 /**
@@ -81,6 +85,10 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): FlowConfig {
     auth: { secret: env.FLOW_AUTH_SECRET, jwksUrl: env.FLOW_AUTH_JWKS_URL },
     listen: { host: env.FLOW_HOST, port: env.FLOW_PORT },
     handlers,
+    stuck: {
+      ...(env.FLOW_STUCK_PENDING_MS === undefined ? {} : { pendingForMs: env.FLOW_STUCK_PENDING_MS }),
+      ...(env.FLOW_STUCK_PARKED_MS === undefined ? {} : { parkedForMs: env.FLOW_STUCK_PARKED_MS }),
+    },
   };
 }
 
@@ -98,6 +106,7 @@ export function engineOptionsFrom(config: FlowConfig, db: Db, extra: Partial<Eng
     ...(config.tokenSecret ? { tokenSecret: config.tokenSecret } : {}),
     ...(config.outboxSecret ? { outboxSecret: config.outboxSecret } : {}),
     callbackAllowlist: config.callbackAllowlist,
+    stuck: config.stuck,
     ...(config.eventSinkUrl ? { eventSink: { url: config.eventSinkUrl } } : {}),
     ...extra,
     executors: { handlers: config.handlers, httpAllowlist: config.httpAllowlist, ...extra.executors },

@@ -10,6 +10,10 @@ export const InstanceFilter = z.strictObject({
   logicId: z.string().min(1).max(200).optional(),
   version: z.coerce.number().int().min(1).optional(),
   correlationId: z.string().min(1).max(200).optional(),
+  /** Only the children of this instance. */
+  parent: z.uuid().optional(),
+  /** Only instances that should be moving and are not (the same definition as `GET /workflows?stuck=true`). */
+  stuck: z.boolean().optional(),
   /** Created at or after this instant (ISO 8601). */
   from: z.iso.datetime({ offset: true }).optional(),
   /** Created before this instant (ISO 8601). */

@@ -12,6 +12,7 @@ import { createExecutors, type ExecutorOptions } from '../executors/index.ts';
 import type { Db } from '../store/db.ts';
 import { NotFound, VersionRetired } from '../store/errors.ts';
 import { findStartableVersion } from '../store/find-startable-version.ts';
+import type { StuckThresholds } from '../store/workflow-filter.ts';
 import { loadRecord } from '../store/load-workflow.ts';
 import { asScheduler, inEnv } from '../store/tx.ts';
 import type { FuncRuntime } from '../../host-functions/index.ts';
@@ -75,6 +76,8 @@ export interface EngineOptions {
    * FLOW_INPUT_TOO_LARGE before anything is written. (Default: 1 MiB)
    */
   maxInputBytes?: number;
+  /** When an instance counts as stuck in listings and the Overview. (Default: pending a minute, parked on a 202 without timeoutMs a day) */
+  stuck?: Partial<StuckThresholds>;
 }
 
 export interface SettleOptions {
@@ -125,7 +128,7 @@ export class Engine {
     this.ops = new Operations(opts.db, this.logics, this.env, (id, env) => {
       this.workers.wake();
       return this.get(id, env);
-    });
+    }, opts.stuck);
     this.outbox = new OutboxRelay(opts.db, {
       ...opts.relay,
       secret: outboxSecret,

@@ -95,6 +95,26 @@ describe('s8flow operator commands over the API', () => {
     expect(history.out).toMatch(/audit retry\s.*by ops@example\.com/);
   });
 
+  it('ls --stuck prints why each instance is stuck; ls --parent lists the children of one instance', async () => {
+    const { id } = await engine.start({ logicId: 'cli.flaky', input: {}, idempotencyKey: 'stuck-one' });
+    await engine.settled(id);
+    // the instance moved back in time and pending: runnable for longer than a minute, with no worker to take it
+    await engine.workers.stop();
+    await db.pool.query(`UPDATE workflows SET state = 'pending', run_at = now() - interval '10 minutes' WHERE id = $1`, [id]);
+    const ls = await run('ls', '--stuck', ...target(admin));
+    expect(ls.code).toBe(0);
+    expect(ls.out.split('\n')[0]).toMatch(/\breason\b/);
+    expect(ls.out.split('\n').find((l) => l.includes(id))).toMatch(/pending_too_long/);
+    await db.pool.query(`UPDATE workflows SET state = 'completed', run_at = now() WHERE id = $1`, [id]);
+    await engine.workers.start();
+
+    const child = await engine.start({ logicId: 'cli.flaky', input: {}, idempotencyKey: 'a-child' });
+    await engine.settled(child.id);
+    await db.pool.query('UPDATE workflows SET parent_id = $1 WHERE id = $2', [id, child.id]);
+    const children = JSON.parse((await run('ls', '--parent', id, '--json', ...target(admin))).out);
+    expect(children.items.map((i: { id: string }) => i.id)).toEqual([child.id]);
+  });
+
   it('exits 2 without a target, 3 for an unknown id, 4 for a verb that does not apply, 5 for a missing scope', async () => {
     expect((await run('ls')).code).toBe(2);
     expect((await run('show', '00000000-0000-4000-8000-000000000000', ...target(admin))).code).toBe(3);

@@ -6,11 +6,13 @@ import { REPO } from '../compiler/project-helpers.ts';
 
 /**
  * Docs are reference, not a diary, and they point at files that exist. Two checks over what git
- * tracks: no "issue N" / "session N" outside the logs (which are history on purpose), and every
+ * tracks (or would track): no "issue N" / "session N" outside the logs (which are history on purpose), and every
  * repository path a doc names in backticks resolves to a tracked file or folder.
  */
 
-const tracked = execFileSync('git', ['ls-files', '-z'], { cwd: REPO, encoding: 'utf8' }).split('\0').filter(Boolean);
+const tracked = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: REPO, encoding: 'utf8' }).split('\0')
+  // node_modules is a symlink in a worktree, untracked; nothing under it is the repository's
+  .filter((f) => f !== '' && f !== 'node_modules');
 
 /** History on purpose: the logs, RELIABILITY.md's record of runs, and released migrations (never edited once released). */
 const HISTORY = [/-log\.md$/, /^RELIABILITY\.md$/, /^engine\/store\/migrations\//];
@@ -21,7 +23,7 @@ const DIARY = new RegExp(['issue', 'session'].map((w) => `\\b${w}\\s+#?[0-9]+`).
 const TOP = new Set(tracked.map((f) => f.split('/')[0]!));
 
 /** Names that stand for the reader's own folder (`dir/package.json`). */
-const PLACEHOLDERS = new Set(['dir']);
+const PLACEHOLDERS = new Set(['dir', 'node_modules']);
 
 /** `path/like.this` tokens in backticks: a known top-level folder, or a file name with an extension, and nothing that is a glob, a placeholder or a URL. */
 function pathsIn(markdown: string): string[] {

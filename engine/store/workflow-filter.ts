@@ -1,0 +1,103 @@
+import type { WorkflowState } from '../../contracts/index.ts';
+
+/**
+ * Which instances a listing, a bulk job or a stuck report covers: the one filter every caller
+ * passes (the API's `GET /workflows`, a bulk job's filter, `listStuck`), built into SQL in one
+ * place so the three can never disagree.
+ */
+export interface WorkflowFilter {
+  state?: WorkflowState | string;
+  logicId?: string;
+  version?: number;
+  correlationId?: string;
+  /** The parent instance: only its children. */
+  parent?: string;
+  /** Only instances that should be moving and are not: `stuckReason` names why (docs/operations.md, "Runbook: stuck instances"). */
+  stuck?: boolean;
+  /** Created at or after this instant (ISO 8601). */
+  from?: string;
+  /** Created before this instant (ISO 8601). */
+  to?: string;
+  /** How long runnable counts as stuck. (Default: 60 000) */
+  pendingForMs?: number;
+  /** How long parked on a 202 without a `timeoutMs` counts as stuck. (Default: 86 400 000, a day) */
+  parkedForMs?: number;
+}
+
+/** Why an instance that should be moving is not; `stuckReason()` returns one of these or NULL. */
+export const STUCK_REASONS = [
+  // held by a worker whose lease ran out
+  'lease_expired',
+  // a timer overdue, named by what it ends: a decision's deadline, a 202's timeoutMs, a delay, a child's end
+  'deadline_passed',
+  'callback_overdue',
+  'delay_overdue',
+  'children_overdue',
+  // runnable (pending, compensating and unheld, or woken and not yet claimed) for longer than pendingForMs
+  'pending_too_long',
+  // parked on a 202 that set no timeoutMs, for longer than parkedForMs: no timer will ever end it
+  'callback_parked',
+] as const;
+export type StuckReason = (typeof STUCK_REASONS)[number];
+
+/** When an instance counts as stuck; each call may override them. */
+export interface StuckThresholds {
+  /** How long runnable and unclaimed counts as stuck. (Default: 60 000, a minute) */
+  pendingForMs: number;
+  /** How long parked on a 202 without a `timeoutMs` counts as stuck. (Default: 86 400 000, a day) */
+  parkedForMs: number;
+}
+export const STUCK_DEFAULTS: StuckThresholds = { pendingForMs: 60_000, parkedForMs: 86_400_000 };
+
+const overdueTimer = (w: string, what: string) =>
+  `(SELECT ${what} FROM timers t WHERE t.workflow_id = ${w}.id AND t.fire_at < now() ORDER BY t.fire_at LIMIT 1)`;
+
+/**
+ * The one definition of "stuck", as a SQL expression over the `workflows` row aliased `w`: the
+ * first reason that holds, or NULL. `pendingMs` and `parkedMs` are placeholders (`$n`).
+ */
+export function stuckReason(w: string, pendingMs: string, parkedMs: string): string {
+  return `(CASE
+    WHEN ${w}.state IN ('processing', 'compensating') AND ${w}.lease_expires_at < now() THEN 'lease_expired'
+    WHEN ${w}.state = 'waiting' AND ${overdueTimer(w, '1')} IS NOT NULL THEN ${overdueTimer(
+      w,
+      `CASE t.purpose WHEN 'deadline' THEN 'deadline_passed' WHEN 'callback' THEN 'callback_overdue' ELSE t.purpose || '_overdue' END`,
+    )}
+    WHEN (${w}.state = 'pending' OR (${w}.state = 'compensating' AND ${w}.lease_expires_at IS NULL) OR (${w}.state = 'waiting' AND ${w}.wakes IS NOT NULL))
+         AND ${w}.run_at < now() - ${pendingMs}::float8 * interval '1 millisecond' THEN 'pending_too_long'
+    WHEN ${w}.state = 'waiting' AND ${w}.wakes IS NULL AND ${w}.updated_at < now() - ${parkedMs}::float8 * interval '1 millisecond'
+         AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.workflow_id = ${w}.id)
+         AND (SELECT v.doc->'steps'->${w}.current_step->>'kind' FROM logic_versions v
+               WHERE v.env_id = ${w}.env_id AND v.logic_id = ${w}.logic_id AND v.version = ${w}.version) IN ('proxy', 'http')
+      THEN 'callback_parked'
+  END)`;
+}
+
+/**
+ * The filter's WHERE clause over `workflows` aliased `w`, every value pushed to `params` as a
+ * placeholder. `reason()` is the row's stuck reason under the filter's thresholds, for a SELECT
+ * list (its placeholders are pushed on first use: Postgres refuses a parameter no statement uses).
+ */
+export function filterClause(f: WorkflowFilter, params: unknown[]): { where: string; reason: () => string } {
+  const at = (v: unknown) => {
+    params.push(v);
+    return `$${params.length}`;
+  };
+  let sql: string | undefined;
+  const reason = () => {
+    sql ??= stuckReason('w', at(f.pendingForMs ?? STUCK_DEFAULTS.pendingForMs), at(f.parkedForMs ?? STUCK_DEFAULTS.parkedForMs));
+    return sql;
+  };
+  const where: string[] = [];
+  if (f.state !== undefined) where.push(`w.state = ${at(f.state)}`);
+  if (f.logicId !== undefined) where.push(`w.logic_id = ${at(f.logicId)}`);
+  if (f.version !== undefined) where.push(`w.version = ${at(f.version)}::int`);
+  if (f.correlationId !== undefined) where.push(`w.correlation_id = ${at(f.correlationId)}`);
+  if (f.parent !== undefined) where.push(`w.parent_id = ${at(f.parent)}::uuid`);
+  if (f.from !== undefined) where.push(`w.created_at >= ${at(f.from)}::timestamptz`);
+  if (f.to !== undefined) where.push(`w.created_at < ${at(f.to)}::timestamptz`);
+  // only live states can be stuck: the state index narrows the rows the reason is computed for
+  if (f.stuck === true) where.push(`w.state IN ('pending', 'processing', 'waiting', 'compensating') AND ${reason()} IS NOT NULL`);
+  if (f.stuck === false) where.push(`${reason()} IS NULL`);
+  return { where: where.length === 0 ? 'true' : where.join(' AND '), reason };
+}
