@@ -163,6 +163,29 @@ describe.skipIf(!HAVE_CHROMIUM)('the console in chromium', () => {
     await page.close();
   });
 
+  it('a tenant token opens its own env, offers its envs in a picker, and a forbidden env says how to switch', async () => {
+    await env.engine.publishVersion('tenant-a', flaky);
+    chargeUp = false;
+    const { id } = await env.engine.start({ logicId: 'ui.flaky', input: { n: 'tenant' }, env: 'tenant-a' });
+    expect((await env.engine.settled(id, { env: 'tenant-a' })).state).toBe('dead_lettered');
+    const page = await env.browser.newPage();
+    const token = await env.token({ sub: 'tenant@a', scope: 'flow:read', envs: ['tenant-a', 'tenant-b'] });
+    await page.addInitScript((t) => (globalThis as unknown as { localStorage: { setItem(k: string, v: string): void } }).localStorage.setItem('flow.token', t), token);
+    await page.goto(`${env.url}/ui/`);
+    const picker = page.getByRole('combobox', { name: 'env' });
+    await picker.waitFor();
+    await expect(picker.inputValue()).resolves.toBe('tenant-a');
+    await page.locator(`a[href="/ui/instances/${id}"]`).first().waitFor();
+    await expect(page.getByRole('alert').count()).resolves.toBe(0);
+    await expect(picker.locator('option').allTextContents()).resolves.toEqual(['tenant-a', 'tenant-b']);
+
+    await page.goto(`${env.url}/ui/?env=default`);
+    const alert = page.getByRole('alert');
+    await alert.waitFor();
+    await expect(alert.textContent()).resolves.toMatch(/FLOW_ENV_FORBIDDEN.*\?env=/);
+    await page.close();
+  });
+
   it('updates the instance page live while a step runs, without a reload', async () => {
     const { id } = await env.engine.start({ logicId: 'ui.slow', input: {} });
     const page = env.page;
