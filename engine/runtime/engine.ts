@@ -29,6 +29,7 @@ import { checkStorable, DEFAULT_MAX_INPUT_BYTES } from './storable.ts';
 import { envOfWorkflow } from '../store/audit.ts';
 import type { ResumeArgs } from '../core/wake.ts';
 import { EngineMetrics } from './metrics.ts';
+import { type FlowLogger, logObserver, silentLogger } from './log.ts';
 import type { TransitionObserver } from './observer.ts';
 import { type WorkerOptions, WorkerPool } from './worker-pool.ts';
 
@@ -76,6 +77,8 @@ export interface EngineOptions {
    * FLOW_INPUT_TOO_LARGE before anything is written. (Default: 1 MiB)
    */
   maxInputBytes?: number;
+  /** Structured log lines (pino) for failures, retries, dead letters, compensations, lost leases. (Default: none) */
+  logger?: FlowLogger;
   /** When an instance counts as stuck in listings and the Overview. (Default: pending a minute, parked on a 202 without timeoutMs a day) */
   stuck?: Partial<StuckThresholds>;
 }
@@ -105,6 +108,10 @@ export class Engine {
 
   /** Prometheus metrics (`flow_*`); `render()` gives the `/metrics` body. */
   readonly metrics: EngineMetrics;
+  /** The structured log (EngineOptions.logger): the runtime's lines, with `instanceFields()` on each. */
+  readonly log: FlowLogger;
+  /** Metrics, log lines and the caller's hooks: told of every committed transition, the worker loop's and the verbs'. */
+  readonly #observer: TransitionObserver;
   readonly #versions: Versions;
   /** The module runtime this engine made (none when one was passed in): closed with it. */
   readonly #ownFuncs: FuncRuntime | null;
@@ -123,17 +130,25 @@ export class Engine {
     this.#ownFuncs = given.funcRuntime === undefined && given.func === undefined ? dbFuncRuntime(opts.db) : null;
     const executors = createExecutors(this.#ownFuncs === null ? given : { ...given, funcRuntime: this.#ownFuncs });
     this.metrics = new EngineMetrics(opts.db);
-    const observer = withMetrics(this.metrics, opts.observer ?? {});
+    this.log = opts.logger ?? silentLogger;
+    const observer = observeAll(this.metrics, logObserver(this.log), opts.observer ?? {});
+    this.#observer = observer;
     this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, observer, opts.worker);
-    this.ops = new Operations(opts.db, this.logics, this.env, (id, env) => {
-      this.workers.wake();
-      return this.get(id, env);
-    }, opts.stuck);
+    this.ops = new Operations(
+      opts.db,
+      this.logics,
+      this.env,
+      (id, env) => {
+        this.workers.wake();
+        return this.get(id, env);
+      },
+      { ...(opts.stuck === undefined ? {} : { stuck: opts.stuck }), observer, log: this.log },
+    );
     this.outbox = new OutboxRelay(opts.db, {
       ...opts.relay,
       secret: outboxSecret,
       eventSink: opts.eventSink ?? null,
-      onError: (err) => opts.observer?.onError?.(null, err),
+      onError: (err) => observer.onError?.(null, err),
     });
     this.workers.attach(this.outbox);
   }
@@ -147,6 +162,7 @@ export class Engine {
     const env = opts.env ?? this.env;
     checkStorable('the decision payload', args.payload ?? null, this.#maxInputBytes);
     await mutateWorkflow(this.db, this.logics, env, id, { type: 'resume', args }, {
+      observer: this.#observer,
       allow: (inst) => authorize(args.approver, 'flow:decide', inst),
       audit: {
         verb: 'resume',
@@ -176,7 +192,7 @@ export class Engine {
     // back at once): give that commit a moment to land before refusing
     for (let waitedMs = 0; ; ) {
       try {
-        await mutateWorkflow(this.db, this.logics, env, workflowId, { type: 'callback', seq, outcome });
+        await mutateWorkflow(this.db, this.logics, env, workflowId, { type: 'callback', seq, outcome }, { observer: this.#observer });
         break;
       } catch (err) {
         if ((err as FlowError).code !== 'FLOW_NOT_YET_WAITING' || waitedMs >= EARLY_COMPLETION_WAIT_MS) throw err;
@@ -321,21 +337,23 @@ export class Engine {
   }
 }
 
-/** The caller's observer, with the metrics told first of what they count; every other hook passes through. */
-function withMetrics(metrics: EngineMetrics, o: TransitionObserver): TransitionObserver {
+/** Several observers as one, each told in order (the metrics first, so they count before a caller's hook runs). */
+function observeAll(...all: TransitionObserver[]): TransitionObserver {
   return {
-    ...o,
     onTransition: (from, t, committed) => {
-      metrics.onTransition(from, t, committed);
-      o.onTransition?.(from, t, committed);
+      for (const o of all) o.onTransition?.(from, t, committed);
     },
     onAttempt: (logic, instance, result, seconds) => {
-      metrics.onAttempt(logic, instance, result, seconds);
-      o.onAttempt?.(logic, instance, result, seconds);
+      for (const o of all) o.onAttempt?.(logic, instance, result, seconds);
     },
     onWake: (logic, stored) => {
-      metrics.onWake(logic, stored);
-      o.onWake?.(logic, stored);
+      for (const o of all) o.onWake?.(logic, stored);
+    },
+    onError: (workflowId, err) => {
+      for (const o of all) o.onError?.(workflowId, err);
+    },
+    onLeaseLost: (workflowId) => {
+      for (const o of all) o.onLeaseLost?.(workflowId);
     },
   };
 }

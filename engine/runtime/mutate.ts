@@ -10,6 +10,7 @@ import { replaceInput } from '../store/replace-input.ts';
 import { inEnv } from '../store/tx.ts';
 import { cancelTree } from './cancel-tree.ts';
 import type { LogicCache } from './logic-cache.ts';
+import type { TransitionObserver } from './observer.ts';
 
 export interface AuditOf {
   verb: string;
@@ -23,6 +24,8 @@ export interface MutateOptions {
   audit?: AuditOf;
   /** Refuses (throws) when the caller may not act on this instance; read first, so a wrong env is a 404. */
   allow?: (inst: Instance) => void;
+  /** Told of the transition once committed, as the worker loop tells it (metrics, log lines). */
+  observer?: TransitionObserver;
 }
 
 /**
@@ -38,13 +41,15 @@ export async function mutateWorkflow(
   env: string,
   id: string,
   event: TraceEvent,
-  { audit, allow }: MutateOptions = {},
+  { audit, allow, observer }: MutateOptions = {},
 ): Promise<Transition> {
-  return inEnv(db, env, async (c) => {
+  let from: Instance | undefined;
+  const t = await inEnv(db, env, async (c) => {
     const stored = await loadWorkflow(c, id, { forUpdate: true });
     if (stored === null) throw new NotFound(`workflow ${id}`);
     const logic = await logics.get(env, stored.instance.logicHash, c);
     allow?.(stored.instance);
+    from = stored.instance;
     const t = await apply(logic, stored.instance, event);
     // every event from outside the worker loop decides something or is refused (it throws)
     if (t === null) throw new Error(`workflow ${id}: ${event.type} decided nothing`);
@@ -56,6 +61,8 @@ export async function mutateWorkflow(
     }
     return t;
   });
+  if (from !== undefined) observer?.onTransition?.(from, t, true);
+  return t;
 }
 
 /** What an audit row keeps of each side: enough to see what the verb changed. */

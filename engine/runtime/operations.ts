@@ -15,7 +15,9 @@ import { type SelectedWorkflow, selectWorkflows } from '../store/select-workflow
 import { inEnv } from '../store/tx.ts';
 import { STUCK_DEFAULTS, type StuckThresholds } from '../store/workflow-filter.ts';
 import type { LogicCache } from './logic-cache.ts';
+import { type FlowLogger, instanceFields, silentLogger } from './log.ts';
 import { mutateWorkflow } from './mutate.ts';
+import type { TransitionObserver } from './observer.ts';
 
 /** Who is acting, as the caller's authentication established it (the token's `sub` and `scope`). */
 export interface Actor {
@@ -59,10 +61,15 @@ export class Operations {
     private readonly logics: LogicCache,
     private readonly defaultEnv: string,
     private readonly afterChange: (id: string, env: string) => Promise<WorkflowRecord>,
-    stuck: Partial<StuckThresholds> = {},
+    o: { stuck?: Partial<StuckThresholds>; observer?: TransitionObserver; log?: FlowLogger } = {},
   ) {
-    this.stuck = { ...STUCK_DEFAULTS, ...stuck };
+    this.stuck = { ...STUCK_DEFAULTS, ...o.stuck };
+    this.#observer = o.observer;
+    this.#log = o.log ?? silentLogger;
   }
+
+  readonly #observer: TransitionObserver | undefined;
+  readonly #log: FlowLogger;
 
   /** When an instance counts as stuck, unless a call says otherwise (EngineOptions.stuck). */
   readonly stuck: StuckThresholds;
@@ -140,7 +147,12 @@ export class Operations {
     const { verb } = event;
     const env = o.env ?? this.defaultEnv;
     const audit = { verb, actor: o.actor.subject, reason: o.reason ?? null, args };
-    await mutateWorkflow(this.db, this.logics, env, id, event, { audit, allow: (inst) => authorize(o.actor, VERB_SCOPES[verb], inst) });
+    const t = await mutateWorkflow(this.db, this.logics, env, id, event, {
+      audit,
+      allow: (inst) => authorize(o.actor, VERB_SCOPES[verb], inst),
+      ...(this.#observer === undefined ? {} : { observer: this.#observer }),
+    });
+    this.#log.info({ ...instanceFields(t.instance), verb, actor: o.actor.subject, reason: o.reason ?? null }, `operator ${verb}`);
     return this.afterChange(id, env);
   }
 

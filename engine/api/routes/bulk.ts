@@ -9,8 +9,17 @@ import { BEARER, PROBLEMS } from './shared.ts';
 
 const JobParams = z.strictObject({ env: EnvParams.shape.env, jobId: z.uuid() });
 
+export interface BulkOptions {
+  engine: Engine;
+  /**
+   * Settles once the database is migrated: jobs a stopped process left running resume only then.
+   * `s8flow start` builds the API before it migrates. (Default: at once)
+   */
+  databaseReady?: Promise<unknown>;
+}
+
 /** Bulk jobs: preview or start a verb over every instance a filter selects, follow a job, abort it. */
-export const bulkRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (app, { engine }) => {
+export const bulkRoutes: FastifyPluginAsyncZod<BulkOptions> = async (app, { engine, databaseReady }) => {
   const bulk = new BulkJobs(engine.db, engine.ops, (err) => app.log.error({ err }, 'a bulk job stopped'));
   // Jobs a stopped process left running go on here, in the background and again every few seconds
   // until it works: the server may be built before the database is up or migrated (s8flow start
@@ -22,8 +31,14 @@ export const bulkRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (app,
       retry = setTimeout(resume, 5000).unref();
     });
   };
-  app.addHook('onReady', async () => resume());
+  let closed = false;
+  app.addHook('onReady', async () => {
+    void Promise.resolve(databaseReady).then(() => {
+      if (!closed) resume();
+    });
+  });
   app.addHook('onClose', async () => {
+    closed = true;
     clearTimeout(retry);
     await bulk.stopAll();
   });
