@@ -17,7 +17,7 @@ import { loadRecord } from '../store/load-workflow.ts';
 import { asScheduler, inEnv } from '../store/tx.ts';
 import type { FuncRuntime } from '../../host-functions/index.ts';
 import { dbFuncRuntime } from './module-store.ts';
-import { type PublishResult, type VersionDetail, type VersionSummary, Versions } from './versions.ts';
+import { type ActedBy, type PublishResult, type VersionDetail, type VersionSummary, Versions } from './versions.ts';
 import { LogicCache } from './logic-cache.ts';
 import { mutateWorkflow } from './mutate.ts';
 import { authorize, Operations } from './operations.ts';
@@ -26,7 +26,7 @@ import { IngestEventRequest, type IngestResult, ingestEvent } from './ingest-eve
 import { OutboxRelay, type RelayTuning } from './outbox-relay.ts';
 import { startPinned } from './start-instance.ts';
 import { checkStorable, DEFAULT_MAX_INPUT_BYTES } from './storable.ts';
-import { envOfWorkflow } from '../store/audit.ts';
+import { type AuditRow, envOfWorkflow } from '../store/audit.ts';
 import type { ResumeArgs } from '../core/wake.ts';
 import { EngineMetrics } from './metrics.ts';
 import { type FlowLogger, logObserver, silentLogger } from './log.ts';
@@ -213,8 +213,8 @@ export class Engine {
    * (FLOW_MODULE_HASH_MISMATCH) and a version naming a module neither uploaded now nor stored in
    * the env (FLOW_MODULE_MISSING).
    */
-  publishVersion(env: string, doc: unknown, modules?: Record<string, Uint8Array>): Promise<PublishResult> {
-    return this.#versions.publish(env, doc, modules);
+  publishVersion(env: string, doc: unknown, modules?: Record<string, Uint8Array>, by?: ActedBy): Promise<PublishResult> {
+    return this.#versions.publish(env, doc, modules, by);
   }
 
   /** Publishes a version whose modules (if any) are already stored; true when it was new. */
@@ -236,8 +236,13 @@ export class Engine {
    * Retires (`false`: drains) or reactivates a version. A retired version starts nothing new
    * (FLOW_VERSION_RETIRED), by request or by event trigger; its running instances finish.
    */
-  setVersionActive(env: string, logicId: string, version: number, active: boolean): Promise<VersionSummary> {
-    return this.#versions.setActive(env, logicId, version, active);
+  setVersionActive(env: string, logicId: string, version: number, active: boolean, by?: ActedBy): Promise<VersionSummary> {
+    return this.#versions.setActive(env, logicId, version, active, by);
+  }
+
+  /** Who published, retired and reactivated a version, and why (its audit rows, oldest first). */
+  versionAudit(env: string, logicId: string, version: number): Promise<AuditRow[]> {
+    return this.#versions.audit(env, logicId, version);
   }
 
   /**

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { type LogicVersion, mermaidDiagram, parseLogicVersion } from '../../contracts/index.ts';
 import { FuncModuleError, inspectModule } from '../../host-functions/index.ts';
 import { ChildLogicMissing, ModuleHashMismatch, ModuleInvalid, ModuleMissing } from '../errors.ts';
+import { type AuditRow, insertVersionAudit, listVersionAudit } from '../store/audit.ts';
 import type { Db } from '../store/db.ts';
 import { NotFound } from '../store/errors.ts';
 import { findVersionRow, listVersions, type VersionRow } from '../store/list-versions.ts';
@@ -11,6 +12,13 @@ import { setVersionActive } from '../store/set-version-active.ts';
 import { storedModules } from '../store/stored-modules.ts';
 import { inEnv } from '../store/tx.ts';
 import type { LogicCache } from './logic-cache.ts';
+
+/** Who acts on a version, for its audit row. (Default actor: `in-process`, a caller inside the engine's process) */
+export interface ActedBy {
+  actor: string;
+  reason?: string | null;
+}
+const IN_PROCESS: ActedBy = { actor: 'in-process' };
 
 export interface PublishResult {
   /** `new` when this call published it, `unchanged` when the same hash was already published. */
@@ -47,7 +55,7 @@ export class Versions {
    * is refused (FLOW_VERSION_CONFLICT). The workflows its `children` steps start must be published
    * first, so a spawn can never name a missing definition.
    */
-  async publish(env: string, doc: unknown, modules: Record<string, Uint8Array> = {}): Promise<PublishResult> {
+  async publish(env: string, doc: unknown, modules: Record<string, Uint8Array> = {}, by: ActedBy = IN_PROCESS): Promise<PublishResult> {
     const logic = parseLogicVersion(doc);
     const uploads = checkedModules(modules);
     for (const [name, m] of Object.entries(logic.modules ?? {})) {
@@ -64,10 +72,20 @@ export class Versions {
         }
       }
       await putModules(c, env, uploads);
-      return publishLogicVersion(c, env, logic);
+      const published = await publishLogicVersion(c, env, logic);
+      if (published) {
+        const { logicId, version, hash } = logic;
+        await insertVersionAudit(c, { env, logicId, version, verb: 'publish', actor: by.actor, reason: by.reason ?? null, args: { hash }, before: null, after: { active: true, hash } });
+      }
+      return published;
     });
     this.logics.remember(logic);
     return { status: result ? 'new' : 'unchanged', logicId: logic.logicId, version: logic.version, hash: logic.hash };
+  }
+
+  /** The audit rows of a version, oldest first: who published, retired, reactivated it, and why. */
+  audit(env: string, logicId: string, version: number): Promise<AuditRow[]> {
+    return inEnv(this.db, env, (c) => listVersionAudit(c, logicId, version));
   }
 
   list(env: string): Promise<VersionSummary[]> {
@@ -84,10 +102,17 @@ export class Versions {
   }
 
   /** Retires (drains) or reactivates a version; running instances are not touched either way. */
-  async setActive(env: string, logicId: string, version: number, active: boolean): Promise<VersionSummary> {
-    const row = await inEnv(this.db, env, async (c) =>
-      (await setVersionActive(c, logicId, version, active)) ? findVersionRow(c, logicId, version) : null,
-    );
+  async setActive(env: string, logicId: string, version: number, active: boolean, by: ActedBy = IN_PROCESS): Promise<VersionSummary> {
+    const row = await inEnv(this.db, env, async (c) => {
+      const before = await findVersionRow(c, logicId, version);
+      if (before === null || !(await setVersionActive(c, logicId, version, active))) return null;
+      // a call that changes nothing (retiring a retired version) is no act to audit
+      if (before.active !== active) {
+        const verb = active ? 'reactivate' : 'retire';
+        await insertVersionAudit(c, { env, logicId, version, verb, actor: by.actor, reason: by.reason ?? null, args: {}, before: { active: before.active }, after: { active } });
+      }
+      return findVersionRow(c, logicId, version);
+    });
     if (row === null) throw new NotFound(`LogicVersion ${logicId}@${version}`);
     return row;
   }

@@ -34,7 +34,7 @@ export const logicVersionRoutes: FastifyPluginAsyncZod<{ engine: Engine; publish
       const logicId = String(req.body.logicVersion['logicId'] ?? '');
       requireScope(who, 'flow:publish', logicId, `LogicVersion ${logicId}`);
       const modules = Object.fromEntries(Object.entries(req.body.modules ?? {}).map(([sha, b64]) => [sha, new Uint8Array(Buffer.from(b64, 'base64'))]));
-      const result = await engine.publishVersion(req.params.env, req.body.logicVersion, modules);
+      const result = await engine.publishVersion(req.params.env, req.body.logicVersion, modules, { actor: who.subject });
       req.log.info({ logicId: result.logicId, version: result.version, status: result.status }, 'published');
       return reply.code(result.status === 'new' ? 201 : 200).send(result);
     },
@@ -88,8 +88,9 @@ export const logicVersionRoutes: FastifyPluginAsyncZod<{ engine: Engine; publish
     },
     async (req) => {
       const { env, logicId, version } = req.params;
-      requireScope(principalOf(req), 'flow:publish', logicId, `LogicVersion ${logicId}`);
-      const row = await engine.setVersionActive(env, logicId, version, req.body.active);
+      const who = principalOf(req);
+      requireScope(who, 'flow:publish', logicId, `LogicVersion ${logicId}`);
+      const row = await engine.setVersionActive(env, logicId, version, req.body.active, { actor: who.subject, reason: req.body.reason ?? null });
       req.log.info({ logicId, version, active: req.body.active }, req.body.active ? 'version reactivated' : 'version retired');
       return row;
     },
