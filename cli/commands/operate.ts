@@ -2,6 +2,7 @@ import type { BulkJob, BulkPreview } from '../../contracts/api/bulk.ts';
 import type { VerbPreview } from '../../contracts/api/verbs.ts';
 import type { WorkflowHistory, WorkflowPage } from '../../contracts/api/workflows.ts';
 import type { WorkflowRecord } from '../../contracts/index.ts';
+import { timelineOrder } from '../../contracts/timeline.ts';
 import { type Args, flag, parseArgs, UsageError } from '../args.ts';
 import { api, EXIT, jsonFlag, targetOf } from '../http.ts';
 import { progress, table } from '../table.ts';
@@ -91,9 +92,9 @@ export function operateCommand(name: string): (argv: string[]) => Promise<number
         if (asJson) json(h);
         else {
           const rows = [
-            ...h.attempts.map((a) => ({ at: a.startedAt, what: a.kind === 'compensation' ? `undo ${a.step}` : a.step, ...attemptRow(a) })),
-            ...h.audit.map((e) => ({ at: e.at, what: `audit ${e.verb}`, state: `by ${e.actor}`, error: e.reason ?? '' })),
-          ].sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
+            ...h.attempts.map((a) => ({ at: a.startedAt, audit: false, what: a.kind === 'compensation' ? `undo ${a.step}` : a.step, ...attemptRow(a) })),
+            ...h.audit.map((e) => ({ at: e.at, audit: true, what: `audit ${e.verb}`, state: `by ${e.actor}`, error: e.reason ?? '' })),
+          ].sort(timelineOrder);
           out(table(rows, ['at', 'what', 'attempt', 'gen', 'state', 'ms', 'key', 'error']));
         }
         return EXIT.ok;

@@ -93,6 +93,12 @@ describe('s8flow operator commands over the API', () => {
     expect((await engine.settled(id)).state).toBe('completed');
     const history = await run('history', id, ...target(admin));
     expect(history.out).toMatch(/audit retry\s.*by ops@example\.com/);
+    // the verb comes before the attempt it caused (committed in the same transaction, at the same time)
+    const lines = history.out.split('\n');
+    const verb = lines.findIndex((l) => /audit retry/.test(l));
+    const rerun = lines.findIndex((l) => /\scharge\s+2\s/.test(l));
+    expect(rerun).toBeGreaterThan(0);
+    expect(verb).toBeLessThan(rerun);
   });
 
   it('ls --stuck prints why each instance is stuck; ls --parent lists the children of one instance', async () => {
