@@ -83,6 +83,10 @@ export function operateCommand(name: string): (argv: string[]) => Promise<number
           out(`${r.id}  ${r.logicId}@${r.version}  ${r.state}${r.currentStep ? ` at ${r.currentStep}` : ''}  generation ${r.generation}\n`);
           if (r.error) out(`error: ${r.error.code}: ${r.error.message}\n`);
           out(table(r.steps.map(attemptRow), ['step', 'kind', 'attempt', 'gen', 'state', 'ms', 'key', 'error']));
+          if (r.compensations.length > 0) {
+            out('compensations:\n');
+            out(table(r.compensations.map((c) => ({ ...c, gen: c.generation, error: c.error?.code })), ['step', 'gen', 'state', 'attempts', 'error']));
+          }
         }
         return EXIT.ok;
       }

@@ -181,8 +181,8 @@ export function InstancePage({ session, claims, params }: PageProps & { params: 
               <h4>compensations</h4>
               <ul class="plain">
                 {record.compensations.map((c, i) => (
-                  <li key={`${c.step}-${i}`}>
-                    undo {c.step}: <State state={c.state} /> ({c.attempts} attempt{c.attempts === 1 ? '' : 's'})
+                  <li key={`${c.step}-${i}`} data-testid="compensation" data-generation={c.generation}>
+                    undo {c.step} <small>(generation {c.generation})</small>: <State state={c.state} /> ({c.attempts} attempt{c.attempts === 1 ? '' : 's'})
                   </li>
                 ))}
               </ul>
