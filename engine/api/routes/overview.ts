@@ -1,10 +1,11 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { EnvParams } from '../../../contracts/api/common.ts';
+import { Overview } from '../../../contracts/api/overview.ts';
 import type { Engine } from '../../runtime/engine.ts';
 import { readOverview } from '../../store/overview.ts';
 import { inEnv } from '../../store/tx.ts';
 import { principalOf, requireScope } from '../guard.ts';
-import { BEARER } from './shared.ts';
+import { BEARER, PROBLEMS } from './shared.ts';
 
 /** The console's home page in one request: counts by state per version, stuck instances, dead letters, decisions waiting. */
 export const overviewRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (app, { engine }) => {
@@ -12,7 +13,13 @@ export const overviewRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (
     '/v1/envs/:env/overview',
     {
       config: { scope: 'flow:read' },
-      schema: { tags: ['console'], summary: 'Counts by state per version, stuck instances, dead letters, decisions waiting, queue depth', security: BEARER, params: EnvParams },
+      schema: {
+        tags: ['console'],
+        summary: 'Counts by state per version, stuck instances, dead letters, decisions waiting, queue depth',
+        security: BEARER,
+        params: EnvParams,
+        response: { 200: Overview, ...PROBLEMS },
+      },
     },
     async (req) => {
       const env = req.params.env;

@@ -1,0 +1,33 @@
+import { z } from 'zod';
+import { FlowErrorBody } from '../record.ts';
+
+/** An instance the Overview lists as stuck or dead-lettered, and why (`dead_lettered`, or a stuck reason). */
+export const ListedInstance = z
+  .object({
+    id: z.string(),
+    logicId: z.string(),
+    version: z.int(),
+    state: z.string(),
+    currentStep: z.string().nullable(),
+    error: FlowErrorBody.nullable(),
+    reason: z.string(),
+    updatedAt: z.string(),
+  })
+  .meta({ id: 'ListedInstance' });
+export type ListedInstance = z.infer<typeof ListedInstance>;
+
+/** `GET /v1/envs/{env}/overview`: what an operator looks at first. */
+export const Overview = z
+  .object({
+    counts: z.array(z.object({ logicId: z.string(), version: z.int(), state: z.string(), count: z.int() })),
+    /** Instances parked on a decision. */
+    decisions: z.array(z.object({ id: z.string(), logicId: z.string(), version: z.int(), step: z.string(), correlationId: z.string().nullable(), since: z.string() })),
+    /** Instances a worker could claim now. */
+    queueDepth: z.int(),
+    /** Age of the oldest of them, in ms (0 when none). */
+    oldestRunnableMs: z.number(),
+    stuck: z.array(ListedInstance),
+    deadLettered: z.array(ListedInstance),
+  })
+  .meta({ id: 'Overview' });
+export type Overview = z.infer<typeof Overview>;
