@@ -357,8 +357,8 @@ function observeAll(...all: TransitionObserver[]): TransitionObserver {
     onError: (workflowId, err) => {
       for (const o of all) o.onError?.(workflowId, err);
     },
-    onLeaseLost: (workflowId) => {
-      for (const o of all) o.onLeaseLost?.(workflowId);
+    onLeaseLost: (workflowId, held) => {
+      for (const o of all) o.onLeaseLost?.(workflowId, held);
     },
   };
 }

@@ -1,6 +1,7 @@
 import { heartbeats } from '../store/claim-workflows.ts';
 import type { Db } from '../store/db.ts';
 import { asScheduler } from '../store/tx.ts';
+import type { Instance } from '../core/instance.ts';
 import type { TransitionObserver } from './observer.ts';
 
 /**
@@ -21,8 +22,8 @@ export class Heartbeats {
   ) {}
 
   /** Keeps the lease `token` on instance `id` alive until the keeper is stopped. */
-  keep(id: string, token: string): LeaseKeeper {
-    const keeper = new LeaseKeeper(id, token, this.observer, () => {
+  keep(id: string, token: string, held?: Pick<Instance, 'env' | 'logicId' | 'version'>): LeaseKeeper {
+    const keeper = new LeaseKeeper(id, token, this.observer, held, () => {
       this.#held.delete(keeper);
       if (this.#held.size === 0) {
         clearInterval(this.#timer);
@@ -84,6 +85,7 @@ export class LeaseKeeper {
     readonly id: string,
     readonly token: string,
     private readonly observer: TransitionObserver,
+    private readonly held: Pick<Instance, 'env' | 'logicId' | 'version'> | undefined,
     private readonly onStop: () => void,
   ) {}
 
@@ -121,7 +123,7 @@ export class LeaseKeeper {
   taken(): void {
     if (this.#stopped || this.lost) return;
     this.#abort.abort(new Error(`the lease on workflow ${this.id} was taken by another worker`));
-    this.observer.onLeaseLost?.(this.id);
+    this.observer.onLeaseLost?.(this.id, this.held);
   }
 
   /** The heartbeat failed. */

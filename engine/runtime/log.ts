@@ -62,8 +62,9 @@ export function logObserver(log: FlowLogger): TransitionObserver {
         log.warn(fields, `ended ${t.instance.state}`);
       }
     },
-    onLeaseLost(workflowId) {
-      log.warn({ workflowId }, 'lease lost: another worker took the instance; the attempt in flight was abandoned');
+    onLeaseLost(workflowId, held) {
+      const where = held === undefined ? {} : { env: held.env, logicId: held.logicId, version: held.version };
+      log.warn({ ...where, workflowId }, 'lease lost: another worker took the instance; the attempt in flight was abandoned');
     },
     onError(workflowId, err) {
       log.error({ workflowId, err }, 'unexpected error');
