@@ -1,17 +1,11 @@
 import { z } from 'zod';
-import { FlowErrorBody } from '../record.ts';
+import { WorkflowSummary } from './workflows.ts';
 
 /** An instance the Overview lists as stuck or dead-lettered, and why (`dead_lettered`, or a stuck reason). */
 export const ListedInstance = z
   .object({
-    id: z.string(),
-    logicId: z.string(),
-    version: z.int(),
-    state: z.string(),
-    currentStep: z.string().nullable(),
-    error: FlowErrorBody.nullable(),
+    ...WorkflowSummary.pick({ id: true, logicId: true, version: true, state: true, currentStep: true, error: true, updatedAt: true }).shape,
     reason: z.string(),
-    updatedAt: z.string(),
   })
   .meta({ id: 'ListedInstance' });
 export type ListedInstance = z.infer<typeof ListedInstance>;
