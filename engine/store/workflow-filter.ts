@@ -49,28 +49,46 @@ export interface StuckThresholds {
 }
 export const STUCK_DEFAULTS: StuckThresholds = { pendingForMs: 60_000, parkedForMs: 86_400_000 };
 
-const overdueTimer = (w: string, what: string) =>
-  `(SELECT ${what} FROM timers t WHERE t.workflow_id = ${w}.id AND t.fire_at < now() ORDER BY t.fire_at LIMIT 1)`;
-
 /**
- * The one definition of "stuck", as a SQL expression over the `workflows` row aliased `w`: the
- * first reason that holds, or NULL. `pendingMs` and `parkedMs` are placeholders (`$n`).
+ * The one definition of "stuck", over the `workflows` row aliased `w`: each reason with the
+ * condition that gives it, first that holds wins. `pendingMs` and `parkedMs` are placeholders
+ * (`$n`). Each condition leads with what an index answers (an expired lease, an overdue timer, an
+ * old `run_at` or `updated_at`), so a stuck listing reads the few candidates, not every live row.
  */
+function stuckConditions(w: string, pendingMs: string, parkedMs: string): [reasonSql: string, condition: string][] {
+  const overdue = `SELECT t.workflow_id FROM timers t WHERE t.fire_at < now()`;
+  const purpose = `(SELECT CASE t.purpose WHEN 'deadline' THEN 'deadline_passed' WHEN 'callback' THEN 'callback_overdue' ELSE t.purpose || '_overdue' END
+                      FROM timers t WHERE t.workflow_id = ${w}.id AND t.fire_at < now() ORDER BY t.fire_at LIMIT 1)`;
+  return [
+    [`'lease_expired'`, `${w}.state IN ('processing', 'compensating') AND ${w}.lease_expires_at < now()`],
+    [purpose, `${w}.state = 'waiting' AND ${w}.id IN (${overdue})`],
+    [
+      `'pending_too_long'`,
+      `${w}.run_at < now() - ${pendingMs}::float8 * interval '1 millisecond'
+       AND (${w}.state = 'pending' OR (${w}.state = 'compensating' AND ${w}.lease_expires_at IS NULL) OR (${w}.state = 'waiting' AND ${w}.wakes IS NOT NULL))`,
+    ],
+    [
+      `'callback_parked'`,
+      `${w}.state = 'waiting' AND ${w}.updated_at < now() - ${parkedMs}::float8 * interval '1 millisecond' AND ${w}.wakes IS NULL
+       AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.workflow_id = ${w}.id)
+       AND (SELECT v.doc->'steps'->${w}.current_step->>'kind' FROM logic_versions v
+             WHERE v.env_id = ${w}.env_id AND v.logic_id = ${w}.logic_id AND v.version = ${w}.version) IN ('proxy', 'http')`,
+    ],
+  ];
+}
+
+/** The stuck reason of the row aliased `w` as a SQL expression: one of `STUCK_REASONS`, or NULL. */
 export function stuckReason(w: string, pendingMs: string, parkedMs: string): string {
-  return `(CASE
-    WHEN ${w}.state IN ('processing', 'compensating') AND ${w}.lease_expires_at < now() THEN 'lease_expired'
-    WHEN ${w}.state = 'waiting' AND ${overdueTimer(w, '1')} IS NOT NULL THEN ${overdueTimer(
-      w,
-      `CASE t.purpose WHEN 'deadline' THEN 'deadline_passed' WHEN 'callback' THEN 'callback_overdue' ELSE t.purpose || '_overdue' END`,
-    )}
-    WHEN (${w}.state = 'pending' OR (${w}.state = 'compensating' AND ${w}.lease_expires_at IS NULL) OR (${w}.state = 'waiting' AND ${w}.wakes IS NOT NULL))
-         AND ${w}.run_at < now() - ${pendingMs}::float8 * interval '1 millisecond' THEN 'pending_too_long'
-    WHEN ${w}.state = 'waiting' AND ${w}.wakes IS NULL AND ${w}.updated_at < now() - ${parkedMs}::float8 * interval '1 millisecond'
-         AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.workflow_id = ${w}.id)
-         AND (SELECT v.doc->'steps'->${w}.current_step->>'kind' FROM logic_versions v
-               WHERE v.env_id = ${w}.env_id AND v.logic_id = ${w}.logic_id AND v.version = ${w}.version) IN ('proxy', 'http')
-      THEN 'callback_parked'
-  END)`;
+  return `(CASE ${stuckConditions(w, pendingMs, parkedMs)
+    .map(([reason, when]) => `WHEN ${when} THEN ${reason}`)
+    .join(' ')} END)`;
+}
+
+/** True when the row aliased `w` is stuck: the same conditions, as an OR the planner can answer from indexes. */
+function isStuck(w: string, pendingMs: string, parkedMs: string): string {
+  return `(${stuckConditions(w, pendingMs, parkedMs)
+    .map(([, when]) => `(${when})`)
+    .join(' OR ')})`;
 }
 
 /**
@@ -83,11 +101,12 @@ export function filterClause(f: WorkflowFilter, params: unknown[]): { where: str
     params.push(v);
     return `$${params.length}`;
   };
-  let sql: string | undefined;
-  const reason = () => {
-    sql ??= stuckReason('w', at(f.pendingForMs ?? STUCK_DEFAULTS.pendingForMs), at(f.parkedForMs ?? STUCK_DEFAULTS.parkedForMs));
-    return sql;
+  let thresholds: [string, string] | undefined;
+  const limits = () => {
+    thresholds ??= [at(f.pendingForMs ?? STUCK_DEFAULTS.pendingForMs), at(f.parkedForMs ?? STUCK_DEFAULTS.parkedForMs)];
+    return thresholds;
   };
+  const reason = () => stuckReason('w', ...limits());
   const where: string[] = [];
   if (f.state !== undefined) where.push(`w.state = ${at(f.state)}`);
   if (f.logicId !== undefined) where.push(`w.logic_id = ${at(f.logicId)}`);
@@ -96,8 +115,7 @@ export function filterClause(f: WorkflowFilter, params: unknown[]): { where: str
   if (f.parent !== undefined) where.push(`w.parent_id = ${at(f.parent)}::uuid`);
   if (f.from !== undefined) where.push(`w.created_at >= ${at(f.from)}::timestamptz`);
   if (f.to !== undefined) where.push(`w.created_at < ${at(f.to)}::timestamptz`);
-  // only live states can be stuck: the state index narrows the rows the reason is computed for
-  if (f.stuck === true) where.push(`w.state IN ('pending', 'processing', 'waiting', 'compensating') AND ${reason()} IS NOT NULL`);
-  if (f.stuck === false) where.push(`${reason()} IS NULL`);
+  if (f.stuck === true) where.push(isStuck('w', ...limits()));
+  if (f.stuck === false) where.push(`NOT ${isStuck('w', ...limits())}`);
   return { where: where.length === 0 ? 'true' : where.join(' AND '), reason };
 }
