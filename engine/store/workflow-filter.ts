@@ -52,8 +52,7 @@ export const STUCK_DEFAULTS: StuckThresholds = { pendingForMs: 60_000, parkedFor
 /**
  * The one definition of "stuck", over the `workflows` row aliased `w`: each reason with the
  * condition that gives it, first that holds wins. `pendingMs` and `parkedMs` are placeholders
- * (`$n`). Each condition leads with what an index answers (an expired lease, an overdue timer, an
- * old `run_at` or `updated_at`), so a stuck listing reads the few candidates, not every live row.
+ * (`$n`). A stuck listing decides it only for `stuckCandidates()`.
  */
 function stuckConditions(w: string, pendingMs: string, parkedMs: string): [reasonSql: string, condition: string][] {
   const overdue = `SELECT t.workflow_id FROM timers t WHERE t.fire_at < now()`;
@@ -84,11 +83,26 @@ export function stuckReason(w: string, pendingMs: string, parkedMs: string): str
     .join(' ')} END)`;
 }
 
-/** True when the row aliased `w` is stuck: the same conditions, as an OR the planner can answer from indexes. */
+/**
+ * The ids that may be stuck, each branch read from an index (workflows_leased, timers_due,
+ * workflows_runnable, and for parked callbacks workflows_live, from the proxy and http steps of
+ * each version); the exact reason is then decided for these rows only. Deciding it for every live
+ * row instead took 0.7 s at 200,000 instances parked on a delay.
+ */
+function stuckCandidates(pendingMs: string, parkedMs: string): string {
+  return `SELECT c.id FROM workflows c WHERE c.state IN ('processing', 'compensating') AND c.lease_expires_at < now()
+    UNION ALL SELECT t.workflow_id FROM timers t WHERE t.fire_at < now()
+    UNION ALL SELECT c.id FROM workflows c
+      WHERE (c.state IN ('pending', 'compensating') OR (c.state = 'waiting' AND c.wakes IS NOT NULL))
+        AND c.run_at < now() - ${pendingMs}::float8 * interval '1 millisecond'
+    UNION ALL SELECT c.id FROM logic_versions v CROSS JOIN LATERAL jsonb_each(v.doc->'steps') s(name, def)
+      JOIN workflows c ON c.env_id = v.env_id AND c.logic_id = v.logic_id AND c.version = v.version AND c.state = 'waiting' AND c.current_step = s.name
+      WHERE s.def->>'kind' IN ('proxy', 'http') AND c.wakes IS NULL AND c.updated_at < now() - ${parkedMs}::float8 * interval '1 millisecond'`;
+}
+
+/** True when the row aliased `w` is stuck. */
 function isStuck(w: string, pendingMs: string, parkedMs: string): string {
-  return `(${stuckConditions(w, pendingMs, parkedMs)
-    .map(([, when]) => `(${when})`)
-    .join(' OR ')})`;
+  return `(${w}.id IN (${stuckCandidates(pendingMs, parkedMs)}) AND ${stuckReason(w, pendingMs, parkedMs)} IS NOT NULL)`;
 }
 
 /**
@@ -116,6 +130,6 @@ export function filterClause(f: WorkflowFilter, params: unknown[]): { where: str
   if (f.from !== undefined) where.push(`w.created_at >= ${at(f.from)}::timestamptz`);
   if (f.to !== undefined) where.push(`w.created_at < ${at(f.to)}::timestamptz`);
   if (f.stuck === true) where.push(isStuck('w', ...limits()));
-  if (f.stuck === false) where.push(`NOT ${isStuck('w', ...limits())}`);
+  if (f.stuck === false) where.push(`${reason()} IS NULL`);
   return { where: where.length === 0 ? 'true' : where.join(' AND '), reason };
 }
