@@ -31,7 +31,7 @@ Promise.all(Array.from({ length: concurrency }, async () => { while (next < tota
 const SECRET = 'bench-only-hs256-secret-0123456789abcdef';
 
 /**
- * API start throughput (issue 11): starts per second over HTTP — each a POST that validates the
+ * API start throughput: starts per second over HTTP — each a POST that validates the
  * body, verifies a JWT, starts the instance and answers its WorkflowRecord — at `concurrency`
  * clients (in a worker thread), against `engine.start()` in process on the same engine, in the same run. Workers are
  * not started, so both measure starting alone. In-process runs before and after HTTP, and the

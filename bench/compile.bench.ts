@@ -9,7 +9,7 @@
  *   compiler (what `s8flow dev` pays when a new definition file restarts its session);
  * - the incremental recompile of one changed file in a 100-file session (what `s8flow dev` and
  *   `s8flow compile --watch` do per edit, without the file-watcher's debounce).
- * Goals (issue 14): cold compile of one file ≤ 1.5 s, incremental recompile at 100 files ≤ 150 ms.
+ * Goals (docs/performance.md): cold compile of one file ≤ 1.5 s, incremental recompile at 100 files ≤ 150 ms.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * Issue 14's one table (`npm run bench [-- --quick]`, docs/performance.md says how each figure is
+ * The one table of every performance goal (`npm run bench [-- --quick]`, docs/performance.md says how each figure is
  * measured). This process measures the raw floor, the engine's proxy and pass steps, one
  * workflow alone, a func step's module run and API starts, each against its baseline in the same
  * round; then bench/other-goals.ts runs the benches of the other goals (engine CPU, compile,
@@ -300,7 +300,7 @@ function table(m: (key: string) => number, others: GoalRow[]): string {
     '',
   ]);
   for (const o of others) rows.push([o.case, o.clients, o.result, ...none, o.vs, o.goal]);
-  return markdownTable(['case', 'clients', 'result', 'write tx/step', 'commits/step', 'WAL fsyncs/step', 'vs floor', 'goal (issue 14): met or missed'], rows);
+  return markdownTable(['case', 'clients', 'result', 'write tx/step', 'commits/step', 'WAL fsyncs/step', 'vs floor', 'goal: met or missed'], rows);
 }
 
 const began = performance.now();

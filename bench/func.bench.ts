@@ -2,7 +2,7 @@
 //   npm run bench:func                 (Postgres 15: scripts/with-postgres.sh, or DATABASE_URL)
 //   npx tsx bench/func.bench.ts        (in-memory PGlite when DATABASE_URL is unset)
 //   … -- --quick                       (fewer samples)
-// Goal (issue 14): a 1 KB module run with 0–1 host calls ≤ 5% of one step's commit (p50).
+// Goal (docs/performance.md): a 1 KB module run with 0–1 host calls ≤ 5% of one step's commit (p50).
 // Runs go through the runtime as the engine makes them: on this thread, metered (inline-runner.ts).
 // They are spaced by one commit's time, as steps are in the engine, so the thread is idle when a
 // run arrives; "back to back" leaves it no idle time at all. "On a worker" is the same spaced run

@@ -7,7 +7,7 @@ import type { GoalRow } from './support.ts';
 const REPO = fileURLToPath(new URL('../', import.meta.url));
 
 /**
- * The benches that measure issue 14's other goals, in the order their rows go in `npm run bench`'s
+ * The benches that measure the other performance goals, in the order their rows go in `npm run bench`'s
  * table. `quick`: also run by `npm run bench -- --quick` (growth and timers take minutes each).
  */
 const BENCHES = [

@@ -12,7 +12,7 @@
  * settings: the same number of plain steps (the same stub step, in workflows of 10 steps, as
  * `npm run bench` runs them), started beforehand and timed from `workers.start()` to the last
  * one's commit. Burst and plain steps alternate for BENCH_ROUNDS rounds (default 3); the table
- * gives each round, the medians and the ratio (goal, issue 14: ≤ 2), with what each fired
+ * gives each round, the medians and the ratio (goal: ≤ 2), with what each fired
  * instance cost: transitions committed, transactions the engine process sent (by kind, counted
  * in node-postgres's Client.query) and write transactions (the server's xid counter).
  * Prints tables; asserts nothing. Goal for the spread: fired p99 ≤ 50 ms; the spread's cost per
@@ -343,7 +343,7 @@ if (only === undefined || only === 'burst') {
 if (only === undefined || only === 'short') all.push(await run(`(iii) ${SHORT_DELAYS} short delays`, null));
 const cell = (l: Lateness) => `${fmt(l.p50).padStart(6)} ${fmt(l.p99).padStart(6)} ${fmt(l.max).padStart(6)}`;
 out('');
-out(`lateness in ms after fire_at (p50 p99 max); poll interval ${all[0]!.pollMs} ms; goal (issue 14) for the spread: fired p99 ≤ 50 ms`);
+out(`lateness in ms after fire_at (p50 p99 max); poll interval ${all[0]!.pollMs} ms; goal for the spread: fired p99 ≤ 50 ms`);
 out(`${'load'.padEnd(30)} ${'timer fired'.padEnd(20)} ${'wake-up applied'.padEnd(20)} ${'next step done'.padEnd(20)} batches (max)  wall`);
 for (const r of all) {
   out(
@@ -367,7 +367,7 @@ if (bursts.length > 0) {
   const plainS = plains.map((p) => p.seconds);
   const ratios = burstS.map((b, i) => b / plainS[i]!);
   out('');
-  out(`burst against the same number of plain steps (${fmt(TIMERS)} stub steps in workflows of ${PLAIN_CHAIN}), same engine settings, same run; goal (issue 14): ratio ≤ 2`);
+  out(`burst against the same number of plain steps (${fmt(TIMERS)} stub steps in workflows of ${PLAIN_CHAIN}), same engine settings, same run; goal: ratio ≤ 2`);
   out(
     markdownTable(
       ['round', 'burst: fire_at → last next step done (s)', 'plain steps: start → last done (s)', 'ratio'],

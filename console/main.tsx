@@ -6,8 +6,8 @@ import { InstancePage } from './pages/instance.tsx';
 import { InstancesPage } from './pages/instances.tsx';
 import { OverviewPage } from './pages/overview.tsx';
 import { VersionPage, VersionsPage } from './pages/versions.tsx';
-import { interceptLinks, useLocation } from './router.ts';
-import { type Claims, decodeClaims } from './scopes.ts';
+import { interceptLinks, navigate, useLocation } from './router.ts';
+import { type Claims, chooseEnv, decodeClaims, envChoices } from './scopes.ts';
 
 export interface PageProps {
   session: Session;
@@ -44,6 +44,46 @@ function SignIn({ onToken }: { onToken: (t: string) => void }) {
   );
 }
 
+/**
+ * The env every page reads: a list of the token's envs, or a field for a token granting every env
+ * (`*`). A pick is remembered in this browser and takes the place of the URL's `?env=`.
+ */
+function EnvPicker({ claims, env, url }: { claims: Claims | null; env: string; url: URL }) {
+  const pick = (next: string) => {
+    if (next === '' || next === env) return;
+    localStorage.setItem('flow.env', next);
+    const to = new URL(url);
+    to.searchParams.delete('env');
+    navigate(to.pathname + to.search);
+  };
+  if (claims?.envs.includes('*') ?? true) {
+    return (
+      <label>
+        env{' '}
+        <input
+          class="env"
+          aria-label="env"
+          value={env}
+          size={Math.max(8, env.length)}
+          onChange={(e) => pick((e.target as HTMLInputElement).value.trim())}
+        />
+      </label>
+    );
+  }
+  return (
+    <label>
+      env{' '}
+      <select class="env" aria-label="env" value={env} onChange={(e) => pick((e.target as HTMLSelectElement).value)}>
+        {envChoices(claims, env).map((e) => (
+          <option key={e} value={e}>
+            {e}
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+}
+
 function App() {
   const url = useLocation();
   const [config] = useState<Config>(() => JSON.parse(document.getElementById('flow-config')?.textContent ?? '{"env":"default"}'));
@@ -61,7 +101,7 @@ function App() {
     );
   }
   const claims = decodeClaims(token);
-  const env = url.searchParams.get('env') ?? localStorage.getItem('flow.env') ?? config.env;
+  const env = chooseEnv(claims, { server: config.env, url: url.searchParams.get('env'), picked: localStorage.getItem('flow.env') });
   const session: Session = { token, env };
   const [Page, params] = route(url.pathname);
   const here = url.pathname.replace(/^\/ui\/?/, '').split('/')[0] || 'overview';
@@ -79,7 +119,7 @@ function App() {
           ))}
         </nav>
         <span class="who" title={claims?.scopes.join(' ')}>
-          {claims?.sub ?? 'unknown token'} · env <b>{env}</b>
+          {claims?.sub ?? 'unknown token'} · <EnvPicker claims={claims} env={env} url={url} />
           <button
             type="button"
             class="link"

@@ -38,6 +38,8 @@ export type StepAttempt = z.infer<typeof StepAttempt>;
 export const CompensationState = z.enum(['registered', 'running', 'succeeded', 'failed']);
 export const CompensationEntry = z.object({
   step: z.string(),
+  /** The generation whose run of the step registered it: a repair re-runs a step under a new one. */
+  generation: z.int().min(0),
   state: CompensationState,
   attempts: z.int().min(0),
   error: FlowErrorBody.nullable(),

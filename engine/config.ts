@@ -37,6 +37,8 @@ const EnvSchema = z.object({
   // jsonb holds at most 255 MB; a value must also fit a commit's parameter with the rest
   FLOW_MAX_INPUT_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(DEFAULT_MAX_INPUT_BYTES),
   FLOW_RETRY_AFTER_MAX_MS: z.coerce.number().int().min(0).max(MAX_WAIT_MS).default(DEFAULT_RETRY_AFTER_MAX_MS),
+  FLOW_STUCK_PENDING_MS: z.coerce.number().int().min(1).optional(),
+  FLOW_STUCK_PARKED_MS: z.coerce.number().int().min(1).optional(),
 });
 
 /** Everything the engine process is configured with, typed, read once at boot. */
@@ -73,6 +75,8 @@ export interface FlowConfig {
   maxInputBytes: number;
   /** The longest wait a `Retry-After` answer may impose. (Default: one hour) */
   maxRetryAfterMs: number;
+  /** When an instance counts as stuck: runnable and unclaimed, parked on a 202 without timeoutMs. (Default: a minute, a day) */
+  stuck: { pendingForMs?: number; parkedForMs?: number };
 }
 
 /**
@@ -119,6 +123,10 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): FlowConfig {
     timeoutCaps: { stepMs: env.FLOW_STEP_TIMEOUT_MAX_MS, funcMs: env.FLOW_FUNC_TIMEOUT_MAX_MS },
     maxInputBytes: env.FLOW_MAX_INPUT_BYTES,
     maxRetryAfterMs: env.FLOW_RETRY_AFTER_MAX_MS,
+    stuck: {
+      ...(env.FLOW_STUCK_PENDING_MS === undefined ? {} : { pendingForMs: env.FLOW_STUCK_PENDING_MS }),
+      ...(env.FLOW_STUCK_PARKED_MS === undefined ? {} : { parkedForMs: env.FLOW_STUCK_PARKED_MS }),
+    },
   };
 }
 
@@ -138,6 +146,7 @@ export function engineOptionsFrom(config: FlowConfig, db: Db, extra: Partial<Eng
     callbackAllowlist: config.callbackAllowlist,
     maxInputBytes: config.maxInputBytes,
     maxRetryAfterMs: config.maxRetryAfterMs,
+    stuck: config.stuck,
     ...(config.eventSinkUrl ? { eventSink: { url: config.eventSinkUrl } } : {}),
     ...extra,
     worker: { timeoutCaps: config.timeoutCaps, ...extra.worker },

@@ -2,13 +2,14 @@ import type { BulkJob, BulkPreview } from '../../contracts/api/bulk.ts';
 import type { VerbPreview } from '../../contracts/api/verbs.ts';
 import type { WorkflowHistory, WorkflowPage } from '../../contracts/api/workflows.ts';
 import type { WorkflowRecord } from '../../contracts/index.ts';
+import { timelineOrder } from '../../contracts/timeline.ts';
 import { type Args, flag, parseArgs, UsageError } from '../args.ts';
 import { api, EXIT, jsonFlag, targetOf } from '../http.ts';
 import { progress, table } from '../table.ts';
 
 /** The operator commands: each one HTTP call (or a few) against a running engine's API. */
 export const OPERATE_USAGE: Record<string, string> = {
-  ls: 's8flow ls [--state S] [--logic-id ID] [--version N] [--correlation-id C] [--from ISO] [--to ISO] [--stuck] [--limit N] [--cursor C]',
+  ls: 's8flow ls [--state S] [--logic-id ID] [--version N] [--correlation-id C] [--parent ID] [--from ISO] [--to ISO] [--stuck] [--limit N] [--cursor C]',
   show: 's8flow show <id>',
   history: 's8flow history <id>',
   retry: 's8flow retry <id> --reason R [--dry-run]',
@@ -17,7 +18,7 @@ export const OPERATE_USAGE: Record<string, string> = {
   decide: 's8flow decide <id> <step> --option O [--payload JSON|@file] [--reason R]',
   'force-complete': 's8flow force-complete <id> --step S --output JSON|@file --reason R [--dry-run]',
   replay: 's8flow replay <id> --step S --reason R [--dry-run]',
-  bulk: 's8flow bulk <retry|cancel|replay> [--state S] [--logic-id ID] [--version N] [--correlation-id C] [--from ISO] [--to ISO] --reason R [--step S] [--compensate] [--dry-run] [--limit N]',
+  bulk: 's8flow bulk <retry|cancel|replay> [--state S] [--logic-id ID] [--version N] [--correlation-id C] [--parent ID] [--stuck] [--from ISO] [--to ISO] --reason R [--step S] [--compensate] [--dry-run] [--limit N]',
 };
 const COMMON = ' [--url URL] [--token T] [--env E] [--json]';
 for (const k of Object.keys(OPERATE_USAGE)) OPERATE_USAGE[k] += COMMON;
@@ -52,6 +53,7 @@ export function operateCommand(name: string): (argv: string[]) => Promise<number
           ['logic-id', 'logicId'],
           ['version', 'version'],
           ['correlation-id', 'correlationId'],
+          ['parent', 'parent'],
           ['limit', 'limit'],
           ['cursor', 'cursor'],
           ['from', 'from'],
@@ -60,11 +62,15 @@ export function operateCommand(name: string): (argv: string[]) => Promise<number
           const v = flag(args, f);
           if (v !== undefined) q.set(p, v);
         }
-        if (flag(args, 'stuck') === 'true') q.set('stuck', 'true');
+        const stuck = flag(args, 'stuck') === 'true';
+        if (stuck) q.set('stuck', 'true');
         const page = await api<WorkflowPage>(t, 'GET', `/workflows?${q}`);
         if (asJson) json(page);
         else {
-          out(table(page.items, ['id', 'logicId', 'version', 'state', 'currentStep', 'correlationId', 'updatedAt']));
+          const columns = ['id', 'logicId', 'version', 'state', 'currentStep', 'correlationId', 'updatedAt'] as const;
+          // a stuck listing says why each one is stuck (docs/operations.md, "Runbook: stuck instances")
+          if (stuck) out(table(page.items.map((i) => ({ ...i, reason: i.stuckReason })), [...columns, 'reason']));
+          else out(table(page.items, [...columns]));
           if (page.nextCursor) out(`more: --cursor ${page.nextCursor}\n`);
         }
         return EXIT.ok;
@@ -77,6 +83,10 @@ export function operateCommand(name: string): (argv: string[]) => Promise<number
           out(`${r.id}  ${r.logicId}@${r.version}  ${r.state}${r.currentStep ? ` at ${r.currentStep}` : ''}  generation ${r.generation}\n`);
           if (r.error) out(`error: ${r.error.code}: ${r.error.message}\n`);
           out(table(r.steps.map(attemptRow), ['step', 'kind', 'attempt', 'gen', 'state', 'ms', 'key', 'error']));
+          if (r.compensations.length > 0) {
+            out('compensations:\n');
+            out(table(r.compensations.map((c) => ({ ...c, gen: c.generation, error: c.error?.code })), ['step', 'gen', 'state', 'attempts', 'error']));
+          }
         }
         return EXIT.ok;
       }
@@ -86,9 +96,9 @@ export function operateCommand(name: string): (argv: string[]) => Promise<number
         if (asJson) json(h);
         else {
           const rows = [
-            ...h.attempts.map((a) => ({ at: a.startedAt, what: a.kind === 'compensation' ? `undo ${a.step}` : a.step, ...attemptRow(a) })),
-            ...h.audit.map((e) => ({ at: e.at, what: `audit ${e.verb}`, state: `by ${e.actor}`, error: e.reason ?? '' })),
-          ].sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
+            ...h.attempts.map((a) => ({ at: a.startedAt, audit: false, what: a.kind === 'compensation' ? `undo ${a.step}` : a.step, ...attemptRow(a) })),
+            ...h.audit.map((e) => ({ at: e.at, audit: true, what: `audit ${e.verb}`, state: `by ${e.actor}`, error: e.reason ?? '' })),
+          ].sort(timelineOrder);
           out(table(rows, ['at', 'what', 'attempt', 'gen', 'state', 'ms', 'key', 'error']));
         }
         return EXIT.ok;
@@ -178,12 +188,14 @@ async function bulk(args: Args, t: ReturnType<typeof targetOf>, usage: string, a
     ['logic-id', 'logicId'],
     ['version', 'version'],
     ['correlation-id', 'correlationId'],
+    ['parent', 'parent'],
     ['from', 'from'],
     ['to', 'to'],
   ] as const) {
     const v = flag(args, f);
     if (v !== undefined) filter[p] = p === 'version' ? Number(v) : v;
   }
+  if (flag(args, 'stuck') === 'true') filter.stuck = true;
   const dryRun = flag(args, 'dry-run') === 'true';
   const step = flag(args, 'step');
   const limit = flag(args, 'limit');

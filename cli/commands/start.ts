@@ -5,6 +5,7 @@ import { buildApi } from '../../engine/api/server.ts';
 import { engineOptionsFrom, loadConfig } from '../../engine/config.ts';
 import { artifactModules, publishOrder, readArtifactDir } from '../../engine/runtime/artifacts.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
+import { createLogger } from '../../engine/runtime/log.ts';
 import { openDb } from '../../engine/store/db.ts';
 import { migrate } from '../../engine/store/migrate.ts';
 import { flag, intFlag, parseArgs, UsageError } from '../args.ts';
@@ -43,32 +44,38 @@ export async function startCommand(argv: string[]): Promise<number> {
   const db = await openDb(url, { schema: config.schema, poolSize: concurrency + 4 });
   const env = flag(args, 'env') ?? config.env;
   const artifacts = flag(args, 'artifacts');
-  let log: (level: 'info' | 'error', fields: Record<string, unknown>, msg: string) => void = (level, fields, msg) =>
-    process.stderr.write(`${JSON.stringify({ level: level === 'error' ? 50 : 30, time: Date.now(), pid: process.pid, ...fields, msg })}\n`);
+  // the engine's structured lines (failures, retries, dead letters, compensations, lost leases) on stderr
+  const logger = createLogger({ level: process.env['LOG_LEVEL'] ?? 'info', destination: process.stderr });
   const engine = new Engine(
     engineOptionsFrom(config, db, {
       env,
       worker: { concurrency, leaseMs: intFlag(args, 'lease-ms', 30_000), pollMs: intFlag(args, 'poll-ms', 250) },
-      observer: { onError: (id, err) => log('error', { ...(id === null ? {} : { workflowId: id }), err: (err as Error).message }, 'engine error') },
+      logger,
     }),
   );
-  // built before the database is touched: a missing auth key stops boot with nothing changed
+  // built before the database is touched: a missing auth key stops boot with nothing changed; what
+  // the API does on its own (resuming bulk jobs) waits for the migration
+  let migrated: () => void = () => {};
+  const databaseReady = new Promise<void>((resolve) => {
+    migrated = resolve;
+  });
   const api = serveApi
     ? await buildApi({
         engine,
         auth: { secret: config.auth.secret, jwks: config.auth.jwksUrl, issuer: config.auth.issuer, audience: config.auth.audience, production: config.production },
         metricsOpen: config.metricsOpen,
         logger: { level: process.env['LOG_LEVEL'] ?? 'info' },
+        console: { databaseReady },
       })
     : null;
   await migrate(db);
+  migrated();
   // an artifact directory is published into the database, modules included: every node runs it
   if (artifacts !== undefined) {
     for (const doc of publishOrder(await readArtifactDir(artifacts))) await engine.publishVersion(env, doc, await artifactModules(artifacts, doc));
   }
   if (api !== null) {
     const app = api.app;
-    log = (level, fields, msg) => app.log[level](fields, msg);
     const port = flag(args, 'port') === undefined ? config.listen.port : Number(flag(args, 'port'));
     if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port takes 0–65535, not ${flag(args, 'port')}`);
     const address = await app.listen({ host: flag(args, 'host') ?? config.listen.host, port });
@@ -83,7 +90,7 @@ export async function startCommand(argv: string[]): Promise<number> {
     process.once('SIGTERM', resolve);
     process.once('SIGINT', resolve);
   });
-  log('info', {}, 'shutting down');
+  logger.info('shutting down');
   await api?.close();
   await engine.close();
   await db.close();

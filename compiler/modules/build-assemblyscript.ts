@@ -8,6 +8,26 @@ import { type WasmBuildDiagnostic, WasmBuildError } from './errors.ts';
 
 /** The guest library's abort handler; every module gets it through `--use abort=`. */
 const GUEST_ABORT = fileURLToPath(new URL('../../host-functions/guest/abort.ts', import.meta.url));
+/**
+ * Package paths asc resolves onto this repository, so a module anywhere imports the guest library
+ * as `sentin8-flow/guest` (package.json `exports` says the same to editors). asc looks a package
+ * import up as `<dir>/<package>/<subpath>.ts` or `…/<subpath>/index.ts` in each `--path` dir;
+ * `PACKAGE_ROOT` is such a dir that exists only in `readFile` below.
+ */
+const PACKAGE_ROOT = fileURLToPath(new URL('../../.asc-packages', import.meta.url));
+const PACKAGES_HERE: Record<string, string> = {
+  'sentin8-flow/guest': path.dirname(GUEST_ABORT),
+};
+/** The file a read under PACKAGE_ROOT stands for, or the path itself. */
+function packageFile(full: string): string {
+  if (!full.startsWith(PACKAGE_ROOT + path.sep)) return full;
+  const inside = full.slice(PACKAGE_ROOT.length + 1).split(path.sep).join('/');
+  for (const [name, dir] of Object.entries(PACKAGES_HERE)) {
+    // `<name>.ts` stays missing: asc then reads `<name>/index.ts`, and the library's relative imports resolve inside it
+    if (inside.startsWith(`${name}/`)) return path.join(dir, inside.slice(name.length + 1));
+  }
+  return full;
+}
 /** The node_modules holding @extism/as-pdk, for entries outside this repository. */
 const PACKAGES = path.dirname(path.dirname(path.dirname(createRequire(import.meta.url).resolve('@extism/as-pdk/package.json'))));
 const DEFAULT_MAXIMUM_MEMORY_PAGES = 256;
@@ -63,11 +83,11 @@ async function build(opts: BuildAssemblyScriptOptions): Promise<BuiltModule> {
 
   const result = await asc(
     [rel(entry), rel(GUEST_ABORT), '--outFile', 'module.wasm', '--baseDir', baseDir, '-O', '--noAssert',
-      '--use', `abort=${abortName}`, '--maximumMemory', String(pages), '--path', PACKAGES, '--noColors'],
+      '--use', `abort=${abortName}`, '--maximumMemory', String(pages), '--path', PACKAGES, '--path', PACKAGE_ROOT, '--noColors'],
     {
       readFile: async (file, dir) => {
         try {
-          const text = await readFile(path.resolve(dir, file), 'utf8');
+          const text = await readFile(packageFile(path.resolve(dir, file)), 'utf8');
           sources.set(file.split(path.sep).join('/'), text);
           return text;
         } catch {

@@ -1,12 +1,12 @@
 import type { ArrowFunction, CallExpression, Expression } from 'ts-morph';
 import { Node, SyntaxKind } from '../ts-morph.ts';
 import { CompileErrorCode } from '../errors.ts';
-import { ExprError, snippet } from './expr-error.ts';
+import { ExprError, nondeterministic, snippet } from './expr-error.ts';
 import { atom, type J, operand } from './jsonata-syntax.ts';
 import { mixedArray, requireTextable } from './literals.ts';
 import { condition } from './operators.ts';
 import { bindLambdaParameter } from './scope.ts';
-import { nondeterministic, type Translator } from './translate-node.ts';
+import type { Translator } from './translate-node.ts';
 import { elementType, isArrayType, isNumberType, isStringType, mayBeArray } from './types.ts';
 
 /** The pure helpers a mapping may call (documented in docs/sdk.md). */

@@ -1,5 +1,5 @@
 import type { Node } from 'ts-morph';
-import type { CompileDiagnostic, CompileErrorCode } from '../errors.ts';
+import { type CompileDiagnostic, CompileErrorCode } from '../errors.ts';
 
 const FUNC_HINT = 'move computation into a func step (a WASM module), or precompute it in an earlier step';
 
@@ -27,4 +27,14 @@ export class ExprError extends Error {
 export function snippet(node: Node): string {
   const text = node.getText().replace(/\s+/g, ' ');
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}
+
+/** A clock or randomness read in a mapping: refused, because a replay would decide differently. */
+export function nondeterministic(node: Node, what: string): ExprError {
+  return new ExprError(
+    CompileErrorCode.exprNondeterministic,
+    node,
+    `${what} is not deterministic: a replay would decide differently`,
+    'pass times and random values in the workflow input, or use a delay step for waiting',
+  );
 }

@@ -2,7 +2,7 @@ import type { Expression } from 'ts-morph';
 import { Node, SyntaxKind } from '../ts-morph.ts';
 import { CompileErrorCode } from '../errors.ts';
 import { translateCall } from './calls.ts';
-import { ExprError, snippet } from './expr-error.ts';
+import { ExprError, nondeterministic, snippet } from './expr-error.ts';
 import { atom, type J, operand, stringLiteral } from './jsonata-syntax.ts';
 import { translateArray, translateObject, translateTemplate } from './literals.ts';
 import { translateBinary, translateConditional, translatePrefix } from './operators.ts';
@@ -111,15 +111,6 @@ function elementAccess(t: Translator, node: Node & { getArgumentExpression(): Ex
     node,
     `computed access "${snippet(node)}" is not supported`,
     'use a property path (a.b), .map/.filter, or precompute the value in an earlier step',
-  );
-}
-
-export function nondeterministic(node: Node, what: string): ExprError {
-  return new ExprError(
-    CompileErrorCode.exprNondeterministic,
-    node,
-    `${what} is not deterministic: a replay would decide differently`,
-    'pass times and random values in the workflow input, or use a delay step for waiting',
   );
 }
 

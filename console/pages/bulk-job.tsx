@@ -1,21 +1,10 @@
 import { useEffect, useState } from 'preact/hooks';
+import type { BulkJob } from '../../contracts/api/bulk.ts';
 import { get, post } from '../api.ts';
 import type { PageProps } from '../main.tsx';
 import { missing } from '../scopes.ts';
 import { Guarded, Problem, Short, State } from '../parts/ui.tsx';
 
-interface Job {
-  id: string;
-  verb: 'retry' | 'cancel' | 'replay';
-  filter: Record<string, unknown>;
-  reason: string;
-  actor: string;
-  state: 'running' | 'done' | 'aborted';
-  total: number;
-  done: number;
-  failed: number;
-  items: { workflowId: string; status: string; state: string | null; error: { code: string; message: string } | null }[];
-}
 
 /**
  * A bulk job's progress and per-instance results. While it runs the page re-reads the job every
@@ -23,13 +12,13 @@ interface Job {
  */
 export function BulkJobPage({ session, claims, params }: PageProps & { params: string[] }) {
   const id = params[0]!;
-  const [job, setJob] = useState<Job | null>(null);
+  const [job, setJob] = useState<BulkJob | null>(null);
   const [error, setError] = useState<Error | null>(null);
   useEffect(() => {
     let timer: ReturnType<typeof setTimeout> | undefined;
     let live = true;
     const load = () =>
-      get<Job>(session, `/bulk/${id}`).then(
+      get<BulkJob>(session, `/bulk/${id}`).then(
         (j) => {
           if (!live) return;
           setJob(j);
@@ -61,7 +50,7 @@ export function BulkJobPage({ session, claims, params }: PageProps & { params: s
         </span>
       </div>
       {job.state === 'running' ? (
-        <Guarded missing={missing(claims, `flow:${job.verb}`)} class="danger" onClick={() => post<Job>(session, `/bulk/${job.id}/abort`, {}).then(setJob, setError)}>
+        <Guarded missing={missing(claims, `flow:${job.verb}`)} class="danger" onClick={() => post<BulkJob>(session, `/bulk/${job.id}/abort`, {}).then(setJob, setError)}>
           Abort
         </Guarded>
       ) : null}

@@ -1,4 +1,5 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
+import type { WorkflowRecord } from '../../contracts/record.ts';
 import { stream } from '../api.ts';
 import type { PageProps } from '../main.tsx';
 import { DecisionForm } from '../parts/decision-form.tsx';
@@ -9,22 +10,10 @@ import { Guarded, JsonView, Problem, State } from '../parts/ui.tsx';
 import { type Verb, VerbDialog } from '../parts/verb-dialog.tsx';
 import { missing } from '../scopes.ts';
 
-interface RecordHead {
-  id: string;
-  logicId: string;
-  version: number;
-  state: string;
-  currentStep: string | null;
-  error: { code: string; message: string } | null;
-  generation: number;
-  correlationId: string | null;
-  input: unknown;
-  output: unknown;
-  createdAt: string;
-  updatedAt: string;
-  compensations: { step: string; state: string; attempts: number }[];
-}
 
+/** The record without its attempts, which the page keeps apart (updates replace them one by one). */
+type RecordHead = Omit<WorkflowRecord, 'steps'>;
+/** The parts of the LogicVersion the page reads. */
 interface Logic {
   start: string;
   input?: Schema;
@@ -192,8 +181,8 @@ export function InstancePage({ session, claims, params }: PageProps & { params: 
               <h4>compensations</h4>
               <ul class="plain">
                 {record.compensations.map((c, i) => (
-                  <li key={`${c.step}-${i}`}>
-                    undo {c.step}: <State state={c.state} /> ({c.attempts} attempt{c.attempts === 1 ? '' : 's'})
+                  <li key={`${c.step}-${i}`} data-testid="compensation" data-generation={c.generation}>
+                    undo {c.step} <small>(generation {c.generation})</small>: <State state={c.state} /> ({c.attempts} attempt{c.attempts === 1 ? '' : 's'})
                   </li>
                 ))}
               </ul>

@@ -1,21 +1,12 @@
 import { useState } from 'preact/hooks';
+import type { BulkPreview } from '../../contracts/api/bulk.ts';
+import type { WorkflowSummary } from '../../contracts/api/workflows.ts';
 import { get, post } from '../api.ts';
 import type { PageProps } from '../main.tsx';
 import { navigate } from '../router.ts';
 import { missing } from '../scopes.ts';
 import { ago, Guarded, Problem, Short, State, useLoad } from '../parts/ui.tsx';
 
-interface Summary {
-  id: string;
-  logicId: string;
-  version: number;
-  state: string;
-  currentStep: string | null;
-  error: { code: string; message: string } | null;
-  correlationId: string | null;
-  createdAt: string;
-  updatedAt: string;
-}
 
 const FILTERS = ['state', 'logicId', 'version', 'correlationId', 'from', 'to'] as const;
 const STATES = ['', 'pending', 'processing', 'waiting', 'compensating', 'completed', 'failed', 'compensated', 'cancelled', 'dead_lettered'];
@@ -34,7 +25,7 @@ export function InstancesPage({ session, claims, url }: PageProps) {
   const filter = filterOf(url);
   const cursor = url.searchParams.get('cursor');
   const query = new URLSearchParams({ ...filter, limit: '50', ...(cursor ? { cursor } : {}) });
-  const { data, error } = useLoad(() => get<{ items: Summary[]; nextCursor: string | null }>(session, `/workflows?${query}`), [url.search, session.env]);
+  const { data, error } = useLoad(() => get<{ items: WorkflowSummary[]; nextCursor: string | null }>(session, `/workflows?${query}`), [url.search, session.env]);
   const [jump, setJump] = useState('');
 
   const apply = (e: Event) => {
@@ -151,10 +142,6 @@ export function InstancesPage({ session, claims, url }: PageProps) {
 
 const BULK = { retry: 'flow:retry', cancel: 'flow:cancel', replay: 'flow:replay' } as const;
 
-interface Preview {
-  count: number;
-  sample: { id: string; logicId: string; version: number; state: string; currentStep: string | null }[];
-}
 
 /** Bulk actions over the current filter: preview the count and a sample, then run a server-side job. */
 function Bulk({ session, claims, filter }: Pick<PageProps, 'session' | 'claims'> & { filter: Record<string, string> }) {
@@ -162,7 +149,7 @@ function Bulk({ session, claims, filter }: Pick<PageProps, 'session' | 'claims'>
   const [reason, setReason] = useState('');
   const [step, setStep] = useState('');
   const [compensate, setCompensate] = useState(false);
-  const [preview, setPreview] = useState<Preview | null>(null);
+  const [preview, setPreview] = useState<BulkPreview | null>(null);
   const [error, setError] = useState<Error | null>(null);
   const body = (dryRun: boolean) => ({
     filter: { ...filter, ...(filter['version'] ? { version: Number(filter['version']) } : {}) },
@@ -193,7 +180,7 @@ function Bulk({ session, claims, filter }: Pick<PageProps, 'session' | 'claims'>
         <Guarded
           missing={lack}
           onClick={() =>
-            post<Preview>(session, `/bulk/${verb}`, body(true)).then(
+            post<BulkPreview>(session, `/bulk/${verb}`, body(true)).then(
               (p) => {
                 setPreview(p);
                 setError(null);

@@ -1,26 +1,9 @@
+import type { ListedInstance, Overview } from '../../contracts/api/overview.ts';
 import { get } from '../api.ts';
 import type { PageProps } from '../main.tsx';
 import { ago, duration, Problem, Short, State, useLoad } from '../parts/ui.tsx';
 
-interface Listed {
-  id: string;
-  logicId: string;
-  version: number;
-  state: string;
-  currentStep: string | null;
-  error: { code: string; message: string } | null;
-  reason: string;
-  updatedAt: string;
-}
-
-interface Overview {
-  counts: { logicId: string; version: number; state: string; count: number }[];
-  decisions: { id: string; logicId: string; version: number; step: string; correlationId: string | null; since: string }[];
-  queueDepth: number;
-  oldestRunnableMs: number;
-  stuck: Listed[];
-  deadLettered: Listed[];
-}
+type Listed = ListedInstance;
 
 const STATES = ['pending', 'processing', 'waiting', 'compensating', 'completed', 'failed', 'compensated', 'cancelled', 'dead_lettered'];
 

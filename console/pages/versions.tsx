@@ -1,26 +1,16 @@
 import { useState } from 'preact/hooks';
+import type { VersionDetail, VersionSummary } from '../../contracts/api/logic-versions.ts';
+import type { LogicVersion } from '../../contracts/logic-version.ts';
 import { get, patch } from '../api.ts';
 import type { PageProps } from '../main.tsx';
 import { Diagram } from '../parts/diagram.tsx';
 import { ago, Guarded, Problem, useLoad } from '../parts/ui.tsx';
 import { missing } from '../scopes.ts';
 
-interface Summary {
-  logicId: string;
-  version: number;
-  hash: string;
-  active: boolean;
-  publishedAt: string;
-}
 
-interface Detail extends Summary {
-  logicVersion: { description?: string; domain?: string; source?: { file?: string; compiler?: string } };
-  diagram: string;
-  inFlight: number;
-}
 
 export function VersionsPage({ session }: PageProps) {
-  const { data, error } = useLoad(() => get<{ items: Summary[] }>(session, '/logic-versions'), [session.env]);
+  const { data, error } = useLoad(() => get<{ items: VersionSummary[] }>(session, '/logic-versions'), [session.env]);
   return (
     <main class="page versions">
       <Problem error={error} />
@@ -57,7 +47,7 @@ export function VersionsPage({ session }: PageProps) {
 export function VersionPage({ session, claims, params }: PageProps & { params: string[] }) {
   const [logicId, version] = params as [string, string];
   const path = `/logic-versions/${encodeURIComponent(logicId)}/${version}`;
-  const { data, error, reload } = useLoad(() => get<Detail>(session, path), [path, session.env]);
+  const { data, error, reload } = useLoad(() => get<VersionDetail>(session, path), [path, session.env]);
   const [failure, setFailure] = useState<Error | null>(null);
   if (error) return <Problem error={error} />;
   if (data === null) return <p class="loading">Loading…</p>;
@@ -72,7 +62,7 @@ export function VersionPage({ session, claims, params }: PageProps & { params: s
           <code>{data.hash}</code>
         </dd>
         <dt>source</dt>
-        <dd>{data.logicVersion.source?.file ?? '—'}</dd>
+        <dd>{(data.logicVersion as Partial<LogicVersion>).source?.file ?? '—'}</dd>
         <dt>in flight</dt>
         <dd data-testid="in-flight">
           <a href={`/ui/instances?logicId=${encodeURIComponent(data.logicId)}&version=${data.version}`}>{data.inFlight}</a>
@@ -80,7 +70,7 @@ export function VersionPage({ session, claims, params }: PageProps & { params: s
         <dt>published</dt>
         <dd>{new Date(data.publishedAt).toLocaleString()}</dd>
       </dl>
-      {data.logicVersion.description ? <p>{data.logicVersion.description}</p> : null}
+      {typeof data.logicVersion.description === 'string' ? <p>{data.logicVersion.description}</p> : null}
       <Guarded
         missing={missing(claims, 'flow:publish', data.logicId)}
         class={data.active ? 'danger' : ''}

@@ -1,5 +1,5 @@
 import { useMemo } from 'preact/hooks';
-import { type GraphNode, layout } from './mermaid.ts';
+import { type GraphNode, layout, NODE_HEIGHT, routeEdges } from './mermaid.ts';
 
 /** How a step stands in this instance; the diagram colours it so. */
 export type Mark = 'done' | 'current' | 'failed' | 'compensated';
@@ -25,8 +25,8 @@ function shape(n: GraphNode, h: number) {
 /** The version's diagram, steps marked done / current / failed / compensated. */
 export function Diagram({ mmd, marks = {} }: { mmd: string; marks?: Record<string, Mark> }) {
   const g = useMemo(() => layout(mmd), [mmd]);
-  const h = 44;
-  const at = new Map(g.nodes.map((n) => [n.id, n]));
+  const edges = useMemo(() => routeEdges(g), [g]);
+  const h = NODE_HEIGHT;
   return (
     <svg class="diagram" width={g.width} height={g.height} viewBox={`0 0 ${g.width} ${g.height}`} role="img" aria-label="workflow diagram">
       <defs>
@@ -34,29 +34,17 @@ export function Diagram({ mmd, marks = {} }: { mmd: string; marks?: Record<strin
           <path d="M0,0 L10,5 L0,10 z" />
         </marker>
       </defs>
-      {g.edges.map((e) => {
-        const a = at.get(e.from);
-        const b = at.get(e.to);
-        if (!a || !b) return null;
-        const side = e.style === 'compensate';
-        const x1 = side ? a.x + a.w : a.x + a.w / 2;
-        const y1 = side ? a.y + h / 2 : a.y + h;
-        const x2 = side ? b.x : b.x + b.w / 2;
-        const y2 = side ? b.y + h / 2 : b.layer <= a.layer ? b.y + h : b.y;
-        const back = !side && b.layer <= a.layer;
-        const bend = back ? Math.max(a.x + a.w, b.x + b.w) + 30 : 0;
-        const d = back ? `M${x1},${y1} C${bend},${y1 + 30} ${bend},${y2 - 30} ${x2},${y2}` : `M${x1},${y1} C${x1},${(y1 + y2) / 2} ${x2},${(y1 + y2) / 2} ${x2},${y2}`;
-        return (
-          <g class={`edge e-${e.style}`} key={`${e.from}-${e.to}-${e.label}`}>
-            <path d={d} marker-end="url(#arrow)" />
-            {e.label && e.label !== 'compensate' ? (
-              <text x={(x1 + x2) / 2 + 4} y={(y1 + y2) / 2} class="edge-label">
-                {e.label.length > 28 ? `${e.label.slice(0, 27)}…` : e.label}
-              </text>
-            ) : null}
-          </g>
-        );
-      })}
+      {edges.map((e) => (
+        <g class={`edge e-${e.style}`} key={`${e.from}-${e.to}-${e.label}`}>
+          <path d={e.d} marker-end="url(#arrow)" />
+          {e.text === null ? null : (
+            <text x={e.labelX} y={e.labelY} class="edge-label">
+              <title>{e.label}</title>
+              {e.text}
+            </text>
+          )}
+        </g>
+      ))}
       {g.nodes.map((n) => {
         const mark = marks[n.name];
         return (

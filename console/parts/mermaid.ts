@@ -126,3 +126,56 @@ export function layout(text: string): Graph {
   const height = GAP * 2 + (Math.max(0, ...placed.map((n) => n.layer)) + 1) * ROW - (ROW - 44);
   return { nodes: placed, edges, width, height };
 }
+
+/** A node's height in the SVG. */
+export const NODE_HEIGHT = 44;
+const LABEL_MAX = 28;
+const LABEL_CHAR = 6;
+const LABEL_LINE = 13;
+
+/** An edge as drawn: its path, and where its label goes (none for the compensation link). */
+export interface RoutedEdge extends GraphEdge {
+  d: string;
+  text: string | null;
+  labelX: number;
+  labelY: number;
+}
+
+/** The label box an edge label takes, for telling overlaps apart. */
+export function labelBox(e: Pick<RoutedEdge, 'text' | 'labelX' | 'labelY'>): { x: number; y: number; w: number; h: number } {
+  return { x: e.labelX, y: e.labelY - LABEL_LINE + 3, w: (e.text?.length ?? 0) * LABEL_CHAR, h: LABEL_LINE };
+}
+
+/** Each edge's path and label position: down between layers, a bend to the right for a loop back, sideways to a compensation. */
+export function routeEdges(g: Graph): RoutedEdge[] {
+  const h = NODE_HEIGHT;
+  const at = new Map(g.nodes.map((n) => [n.id, n]));
+  const routed: RoutedEdge[] = [];
+  for (const e of g.edges) {
+    const a = at.get(e.from);
+    const b = at.get(e.to);
+    if (!a || !b) continue;
+    const side = e.style === 'compensate';
+    const x1 = side ? a.x + a.w : a.x + a.w / 2;
+    const y1 = side ? a.y + h / 2 : a.y + h;
+    const x2 = side ? b.x : b.x + b.w / 2;
+    const y2 = side ? b.y + h / 2 : b.layer <= a.layer ? b.y + h : b.y;
+    const back = !side && b.layer <= a.layer;
+    const bend = back ? Math.max(a.x + a.w, b.x + b.w) + 30 : 0;
+    const d = back ? `M${x1},${y1} C${bend},${y1 + 30} ${bend},${y2 - 30} ${x2},${y2}` : `M${x1},${y1} C${x1},${(y1 + y2) / 2} ${x2},${(y1 + y2) / 2} ${x2},${y2}`;
+    const text = e.label && e.label !== 'compensate' ? (e.label.length > LABEL_MAX ? `${e.label.slice(0, LABEL_MAX - 1)}…` : e.label) : null;
+    // where the label may go, best first: just above the target, where branches of one choice have
+    // spread apart (a line higher, then two, when that is taken), else the middle of the edge
+    const mid = { x: (x1 + x2) / 2 + 4, y: (y1 + y2) / 2 };
+    const spots = back || side ? [mid] : [0, 1, 2].map((k) => ({ x: x2 + 4, y: y2 - 4 - k * LABEL_LINE })).concat([mid]);
+    const placed = routed.filter((r) => r.text !== null).map(labelBox);
+    const free = (p: { x: number; y: number }) => !placed.some((o) => overlaps(labelBox({ text, labelX: p.x, labelY: p.y }), o));
+    const spot = text === null ? mid : (spots.find(free) ?? spots[0]!);
+    routed.push({ ...e, d, text, labelX: spot.x, labelY: spot.y });
+  }
+  return routed;
+}
+
+function overlaps(a: ReturnType<typeof labelBox>, b: ReturnType<typeof labelBox>): boolean {
+  return a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+}

@@ -1,28 +1,14 @@
 import { useMemo, useState } from 'preact/hooks';
+import type { AuditEntrySchema } from '../../contracts/api/workflows.ts';
+import { timelineOrder } from '../../contracts/timeline.ts';
+import type { StepAttempt } from '../../contracts/record.ts';
 import { duration, JsonView } from './ui.tsx';
 
-export interface Attempt {
-  step: string;
-  kind: 'step' | 'compensation';
-  attempt: number;
-  generation: number;
-  state: string;
-  input: unknown;
-  output: unknown;
-  error: { code: string; message: string } | null;
-  idempotencyKey: string | null;
-  startedAt: string;
-  finishedAt: string | null;
-}
 
-export interface AuditEntry {
-  verb: string;
-  actor: string;
-  reason: string | null;
-  args: unknown;
-  at: string;
-}
 
+/** The API's records, by their names in the console. */
+export type Attempt = StepAttempt;
+export type AuditEntry = AuditEntrySchema;
 type Row = { type: 'attempt'; at: string; a: Attempt; index: number } | { type: 'audit'; at: string; e: AuditEntry; index: number };
 
 const ROW = 30;
@@ -35,15 +21,12 @@ const HEIGHT = 420;
  */
 export function Timeline({ attempts, audit }: { attempts: Attempt[]; audit: AuditEntry[] }) {
   const rows = useMemo(() => {
-    const all: (Row & { t: number })[] = [
-      ...attempts.map((a, index) => ({ type: 'attempt' as const, at: a.startedAt, a, index, t: Date.parse(a.startedAt) })),
-      ...audit.map((e, index) => {
-        const at = typeof e.at === 'string' ? e.at : String(e.at);
-        return { type: 'audit' as const, at, e, index, t: Date.parse(at) };
-      }),
+    const all: (Row & { audit: boolean })[] = [
+      ...attempts.map((a, index) => ({ type: 'attempt' as const, at: a.startedAt, a, index, audit: false })),
+      ...audit.map((e, index) => ({ type: 'audit' as const, at: typeof e.at === 'string' ? e.at : String(e.at), e, index, audit: true })),
     ];
-    // stable: attempts keep their order; an audit row goes after the attempts that started before it
-    return all.sort((x, y) => x.t - y.t || (x.type === y.type ? x.index - y.index : x.type === 'attempt' ? -1 : 1));
+    // a verb's audit row before the attempts it caused (contracts/timeline.ts); each kind keeps its order
+    return all.sort((x, y) => timelineOrder(x, y) || x.index - y.index);
   }, [attempts, audit]);
   const [top, setTop] = useState(0);
   const [selected, setSelected] = useState<string | null>(null);

@@ -31,6 +31,12 @@ export function Problem({ error }: { error: Error | null }) {
   return (
     <p class="problem" role="alert">
       {error instanceof ApiError ? <code>{error.code}</code> : null} {error.message}
+      {error instanceof ApiError && error.code === 'FLOW_ENV_FORBIDDEN' ? (
+        <span class="hint">
+          {' '}
+          Pick one of the token's envs in the header, or open the console with <code>?env=NAME</code>.
+        </span>
+      ) : null}
     </p>
   );
 }

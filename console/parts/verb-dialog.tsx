@@ -1,19 +1,12 @@
 import { useState } from 'preact/hooks';
+import type { VerbName, VerbPreview } from '../../contracts/api/verbs.ts';
 import { post, type Session } from '../api.ts';
 import { checkJson, JsonEditor } from './json-editor.tsx';
 import type { Schema } from './json-schema.ts';
 import { Problem } from './ui.tsx';
 
-export type Verb = 'retry' | 'repair' | 'cancel' | 'force-complete' | 'replay';
+export type Verb = VerbName;
 
-interface Preview {
-  generation: number;
-  steps: { step: string; kind: string; callsOut: boolean; idempotencyKey: string | null; compensation?: boolean }[];
-  compensations: string[];
-  stopsAt: { state: string; step: string | null };
-  /** Effects of the rewound steps that stay in place (repair, replay), with their compensations. */
-  keptEffects?: { step: string; generation: number; compensation: string; compensationKey: string }[];
-}
 
 export interface VerbContext {
   session: Session;
@@ -42,7 +35,7 @@ export function VerbDialog({ verb, ctx, onDone, onClose }: { verb: Verb; ctx: Ve
   const [compensate, setCompensate] = useState(false);
   const [undoRewound, setUndoRewound] = useState(false);
   const [reason, setReason] = useState('');
-  const [preview, setPreview] = useState<Preview | null>(null);
+  const [preview, setPreview] = useState<VerbPreview | null>(null);
   const [error, setError] = useState<Error | null>(null);
   const [busy, setBusy] = useState(false);
 
@@ -63,7 +56,7 @@ export function VerbDialog({ verb, ctx, onDone, onClose }: { verb: Verb; ctx: Ve
     setBusy(true);
     setError(null);
     try {
-      const res = await post<Preview>(ctx.session, `/workflows/${ctx.id}/${verb}`, body(dryRun));
+      const res = await post<VerbPreview>(ctx.session, `/workflows/${ctx.id}/${verb}`, body(dryRun));
       if (dryRun) setPreview(res);
       else onDone();
     } catch (e) {

@@ -11,6 +11,10 @@ export const InstanceFilter = z.strictObject({
   logicId: text(1, 200).optional(),
   version: PgIntParam.optional(),
   correlationId: text(1, 200).optional(),
+  /** Only the children of this instance. */
+  parent: z.uuid().optional(),
+  /** Only instances that should be moving and are not (the same definition as `GET /workflows?stuck=true`). */
+  stuck: z.boolean().optional(),
   /** Created at or after this instant (ISO 8601). */
   from: Instant.optional(),
   /** Created before this instant (ISO 8601). */

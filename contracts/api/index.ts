@@ -8,6 +8,7 @@ export * from './decisions.ts';
 export * from './events.ts';
 export * from './health.ts';
 export * from './logic-versions.ts';
+export * from './overview.ts';
 export * from './problem.ts';
 export * from './storable.ts';
 export * from './verbs.ts';

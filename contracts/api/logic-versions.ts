@@ -52,5 +52,11 @@ export const VersionDetail = z
 export type VersionDetail = z.infer<typeof VersionDetail>;
 
 /** `PATCH …/{logicId}/{version}`: retire (`false`, drain) or reactivate (`true`). */
-export const PatchVersionRequest = z.strictObject({ active: z.boolean() }).meta({ id: 'PatchVersionRequest' });
+export const PatchVersionRequest = z
+  .strictObject({
+    active: z.boolean(),
+    /** Why, for the version's audit row. */
+    reason: z.string().min(1).max(2000).optional(),
+  })
+  .meta({ id: 'PatchVersionRequest' });
 export type PatchVersionRequest = z.infer<typeof PatchVersionRequest>;

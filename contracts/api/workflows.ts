@@ -26,8 +26,10 @@ export const ListWorkflowsQuery = z.strictObject({
   logicId: LogicId.optional(),
   version: PgIntParam.optional(),
   correlationId: text(1, 200).optional(),
-  /** Only instances that should be moving and are not (lease expired, deadline overdue, runnable too long). */
+  /** Only instances that should be moving and are not; each item then says why (`stuckReason`). */
   stuck: queryBool.optional(),
+  /** Only the children of this instance. */
+  parent: z.uuid().optional(),
   /** Created at or after this instant (ISO 8601). */
   from: Instant.optional(),
   /** Created before this instant (ISO 8601). */
@@ -49,6 +51,8 @@ export const WorkflowSummary = z
     correlationId: z.string().nullable(),
     createdAt: z.string(),
     updatedAt: z.string(),
+    /** Why it should be moving and is not (docs/operations.md, "Runbook: stuck instances"); absent when it is not stuck. */
+    stuckReason: z.string().optional(),
   })
   .meta({ id: 'WorkflowSummary' });
 export type WorkflowSummary = z.infer<typeof WorkflowSummary>;

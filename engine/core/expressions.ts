@@ -7,8 +7,8 @@ const MAX_CACHED = 10_000;
 const compiled = new Map<string, jsonata.Expression>();
 
 /**
- * The evaluation budget of one expression (notes/jsonata.md: definitions may recurse, and one
- * node can build a huge value). All of it is counts, never a clock, so an expression meets the
+ * The evaluation budget of one expression (JSONata's `function(...)` definitions may
+ * recurse, and one node can build a huge value). All of it is counts, never a clock, so an expression meets the
  * budget on every replay exactly where it did live:
  * - `depth`: nesting, JSONata's own `stack` guard (D1011), well below Node's stack;
  * - `nodes`: evaluated nodes, counted by JSONata's entry hook on the evaluation's own frame,

@@ -33,7 +33,7 @@ export class BulkJobs {
   /** How many instances the request would act on, and the first few. Nothing is written. */
   async preview(env: string, body: unknown): Promise<BulkPreview> {
     const req = parse(body);
-    const sel = await inEnv(this.db, env, (c) => selectWorkflows(c, req.filter, SAMPLE));
+    const sel = await inEnv(this.db, env, (c) => selectWorkflows(c, { ...this.ops.stuck, ...req.filter }, SAMPLE));
     return { count: Math.min(sel.count, req.limit ?? DEFAULT_LIMIT), sample: sel.rows };
   }
 
@@ -43,7 +43,7 @@ export class BulkJobs {
     if (verb === 'replay' && req.step === undefined) throw new FlowError('FLOW_BULK_BAD_REQUEST', 'a bulk replay needs `step`: the step to replay from', { status: 422 });
     const id = randomUUID();
     await inEnv(this.db, env, async (c) => {
-      const sel = await selectWorkflows(c, req.filter, req.limit ?? DEFAULT_LIMIT);
+      const sel = await selectWorkflows(c, { ...this.ops.stuck, ...req.filter }, req.limit ?? DEFAULT_LIMIT);
       // the creator's scopes go with the job, so a process that resumes it acts with them, no more
       const args = {
         scopes: actor.scopes,

@@ -13,11 +13,12 @@ import { createExecutors, type ExecutorOptions } from '../executors/index.ts';
 import type { Db } from '../store/db.ts';
 import { NotFound, VersionRetired } from '../store/errors.ts';
 import { findStartableVersion } from '../store/find-startable-version.ts';
+import type { StuckThresholds } from '../store/workflow-filter.ts';
 import { loadRecord } from '../store/load-workflow.ts';
 import { asScheduler, inEnv } from '../store/tx.ts';
 import type { FuncRuntime } from '../../host-functions/index.ts';
 import { dbFuncRuntime } from './module-store.ts';
-import { type PublishResult, type VersionDetail, type VersionSummary, Versions } from './versions.ts';
+import { type ActedBy, type PublishResult, type VersionDetail, type VersionSummary, Versions } from './versions.ts';
 import { LogicCache } from './logic-cache.ts';
 import { mutateWorkflow } from './mutate.ts';
 import { authorize, Operations } from './operations.ts';
@@ -28,11 +29,12 @@ import { IngestEventRequest, type IngestResult, ingestEvent } from './ingest-eve
 import { OutboxRelay, type RelayTuning } from './outbox-relay.ts';
 import { startPinned } from './start-instance.ts';
 import { checkStorable, DEFAULT_MAX_INPUT_BYTES, DEFAULT_RETRY_AFTER_MAX_MS } from './storable.ts';
-import { envOfWorkflow } from '../store/audit.ts';
+import { type AuditRow, envOfWorkflow } from '../store/audit.ts';
 import { findAppliedCallback } from '../store/applied-callback.ts';
 import { decisionOf } from '../core/journal.ts';
 import type { ResumeArgs } from '../core/wake.ts';
 import { EngineMetrics } from './metrics.ts';
+import { type FlowLogger, logObserver, silentLogger } from './log.ts';
 import type { TransitionObserver } from './observer.ts';
 import { type WorkerOptions, WorkerPool } from './worker-pool.ts';
 
@@ -94,6 +96,10 @@ export interface EngineOptions {
    * cut to it. (Default: 3600000, one hour)
    */
   maxRetryAfterMs?: number;
+  /** Structured log lines (pino) for failures, retries, dead letters, compensations, lost leases. (Default: none) */
+  logger?: FlowLogger;
+  /** When an instance counts as stuck in listings and the Overview. (Default: pending a minute, parked on a 202 without timeoutMs a day) */
+  stuck?: Partial<StuckThresholds>;
 }
 
 export interface SettleOptions {
@@ -121,6 +127,10 @@ export class Engine {
 
   /** Prometheus metrics (`flow_*`); `render()` gives the `/metrics` body. */
   readonly metrics: EngineMetrics;
+  /** The structured log (EngineOptions.logger): the runtime's lines, with `instanceFields()` on each. */
+  readonly log: FlowLogger;
+  /** Metrics, log lines and the caller's hooks: told of every committed transition, the worker loop's and the verbs'. */
+  readonly #observer: TransitionObserver;
   readonly #versions: Versions;
   /** The grant rule at execution: which handlers each version may call (ARCHITECTURE.md, Invariants). */
   readonly #grants: GrantGate;
@@ -144,19 +154,27 @@ export class Engine {
     const limited = { maxBodyBytes: this.#maxInputBytes, ...given };
     const executors = this.#grants.wrap(createExecutors(this.#ownFuncs === null ? limited : { ...limited, funcRuntime: this.#ownFuncs }));
     this.metrics = new EngineMetrics(opts.db);
-    const observer = withMetrics(this.metrics, opts.observer ?? {});
+    this.log = opts.logger ?? silentLogger;
+    const observer = observeAll(this.metrics, logObserver(this.log), opts.observer ?? {});
+    this.#observer = observer;
     const limits = { maxBytes: this.#maxInputBytes, maxRetryAfterMs: opts.maxRetryAfterMs ?? DEFAULT_RETRY_AFTER_MAX_MS };
     this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, observer, opts.worker, limits);
-    this.ops = new Operations(opts.db, this.logics, this.env, (id, env) => {
-      this.workers.wake();
-      return this.get(id, env);
-    });
+    this.ops = new Operations(
+      opts.db,
+      this.logics,
+      this.env,
+      (id, env) => {
+        this.workers.wake();
+        return this.get(id, env);
+      },
+      { ...(opts.stuck === undefined ? {} : { stuck: opts.stuck }), observer, log: this.log },
+    );
     this.outbox = new OutboxRelay(opts.db, {
       ...opts.relay,
       secret: outboxSecret,
       eventSink: opts.eventSink ?? null,
       callbackAllowlist: opts.callbackAllowlist ?? [],
-      onError: (err) => opts.observer?.onError?.(null, err),
+      onError: (err) => observer.onError?.(null, err),
     });
     this.workers.attach(this.outbox);
   }
@@ -170,6 +188,7 @@ export class Engine {
     const env = opts.env ?? this.env;
     checkStorable('the decision payload', args.payload ?? null, this.#maxInputBytes);
     await mutateWorkflow(this.db, this.logics, env, id, { type: 'resume', args }, {
+      observer: this.#observer,
       allow: (inst) => authorize(args.approver, 'flow:decide', inst),
       audit: {
         verb: 'resume',
@@ -208,7 +227,7 @@ export class Engine {
     // back at once): give that commit a moment to land before refusing
     for (let waitedMs = 0; ; ) {
       try {
-        const t = await mutateWorkflow(this.db, this.logics, env, workflowId, { type: 'callback', seq, outcome });
+        const t = await mutateWorkflow(this.db, this.logics, env, workflowId, { type: 'callback', seq, outcome }, { observer: this.#observer });
         this.workers.wake();
         return { record: await this.get(workflowId, env), state: decisionOf(t).state };
       } catch (err) {
@@ -265,8 +284,13 @@ export class Engine {
    * Retires (`false`: drains) or reactivates a version. A retired version starts nothing new
    * (FLOW_VERSION_RETIRED), by request or by event trigger; its running instances finish.
    */
-  setVersionActive(env: string, logicId: string, version: number, active: boolean): Promise<VersionSummary> {
-    return this.#versions.setActive(env, logicId, version, active);
+  setVersionActive(env: string, logicId: string, version: number, active: boolean, by?: ActedBy): Promise<VersionSummary> {
+    return this.#versions.setActive(env, logicId, version, active, by);
+  }
+
+  /** Who published, retired and reactivated a version, and why (its audit rows, oldest first). */
+  versionAudit(env: string, logicId: string, version: number): Promise<AuditRow[]> {
+    return this.#versions.audit(env, logicId, version);
   }
 
   /**
@@ -366,21 +390,23 @@ export class Engine {
   }
 }
 
-/** The caller's observer, with the metrics told first of what they count; every other hook passes through. */
-function withMetrics(metrics: EngineMetrics, o: TransitionObserver): TransitionObserver {
+/** Several observers as one, each told in order (the metrics first, so they count before a caller's hook runs). */
+function observeAll(...all: TransitionObserver[]): TransitionObserver {
   return {
-    ...o,
     onTransition: (from, t, committed) => {
-      metrics.onTransition(from, t, committed);
-      o.onTransition?.(from, t, committed);
+      for (const o of all) o.onTransition?.(from, t, committed);
     },
     onAttempt: (logic, instance, result, seconds) => {
-      metrics.onAttempt(logic, instance, result, seconds);
-      o.onAttempt?.(logic, instance, result, seconds);
+      for (const o of all) o.onAttempt?.(logic, instance, result, seconds);
     },
     onWake: (logic, stored) => {
-      metrics.onWake(logic, stored);
-      o.onWake?.(logic, stored);
+      for (const o of all) o.onWake?.(logic, stored);
+    },
+    onError: (workflowId, err) => {
+      for (const o of all) o.onError?.(workflowId, err);
+    },
+    onLeaseLost: (workflowId, held) => {
+      for (const o of all) o.onLeaseLost?.(workflowId, held);
     },
   };
 }

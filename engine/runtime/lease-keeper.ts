@@ -1,12 +1,13 @@
 import { heartbeats } from '../store/claim-workflows.ts';
 import type { Db } from '../store/db.ts';
 import { asScheduler } from '../store/tx.ts';
+import type { Instance } from '../core/instance.ts';
 import type { TransitionObserver } from './observer.ts';
 
 /**
  * The heartbeats of one worker pool: every lease it holds is extended by one statement every
  * leaseMs / 3, so heartbeat traffic follows the pool, not the number of instances in flight
- * (issue 14: 64 instances on long calls made 64 write transactions each beat). A lease is first
+ * (64 instances on long calls made 64 write transactions each beat). A lease is first
  * beaten at most leaseMs / 3 after it was taken, as when each instance kept its own timer.
  */
 export class Heartbeats {
@@ -21,8 +22,8 @@ export class Heartbeats {
   ) {}
 
   /** Keeps the lease `token` on instance `id` alive until the keeper is stopped. */
-  keep(id: string, token: string): LeaseKeeper {
-    const keeper = new LeaseKeeper(id, token, this.observer, () => {
+  keep(id: string, token: string, held?: Pick<Instance, 'env' | 'logicId' | 'version'>): LeaseKeeper {
+    const keeper = new LeaseKeeper(id, token, this.observer, held, () => {
       this.#held.delete(keeper);
       if (this.#held.size === 0) {
         clearInterval(this.#timer);
@@ -84,6 +85,7 @@ export class LeaseKeeper {
     readonly id: string,
     readonly token: string,
     private readonly observer: TransitionObserver,
+    private readonly held: Pick<Instance, 'env' | 'logicId' | 'version'> | undefined,
     private readonly onStop: () => void,
   ) {}
 
@@ -121,7 +123,7 @@ export class LeaseKeeper {
   taken(): void {
     if (this.#stopped || this.lost) return;
     this.#abort.abort(new Error(`the lease on workflow ${this.id} was taken by another worker`));
-    this.observer.onLeaseLost?.(this.id);
+    this.observer.onLeaseLost?.(this.id, this.held);
   }
 
   /** The heartbeat failed. */

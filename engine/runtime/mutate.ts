@@ -12,6 +12,7 @@ import { inEnv } from '../store/tx.ts';
 import { cancelTree } from './cancel-tree.ts';
 import type { LogicCache } from './logic-cache.ts';
 import { ChangeUnstorable } from './storable.ts';
+import type { TransitionObserver } from './observer.ts';
 
 export interface AuditOf {
   verb: string;
@@ -25,6 +26,8 @@ export interface MutateOptions {
   audit?: AuditOf;
   /** Refuses (throws) when the caller may not act on this instance; read first, so a wrong env is a 404. */
   allow?: (inst: Instance, logic: LogicVersion) => void;
+  /** Told of the transition once committed, as the worker loop tells it (metrics, log lines). */
+  observer?: TransitionObserver;
 }
 
 /**
@@ -40,14 +43,16 @@ export async function mutateWorkflow(
   env: string,
   id: string,
   event: TraceEvent,
-  { audit, allow }: MutateOptions = {},
+  { audit, allow, observer }: MutateOptions = {},
 ): Promise<Transition> {
-  return decide(db, logics, env, id, event, { audit, allow }).catch((err: unknown) => {
+  const { t, from } = await decide(db, logics, env, id, event, { audit, allow }).catch((err: unknown) => {
     throw refusedForData(err) ? new ChangeUnstorable(err) : err;
   });
+  observer?.onTransition?.(from, t, true);
+  return t;
 }
 
-function decide(db: Db, logics: LogicCache, env: string, id: string, event: TraceEvent, { audit, allow }: MutateOptions): Promise<Transition> {
+function decide(db: Db, logics: LogicCache, env: string, id: string, event: TraceEvent, { audit, allow }: MutateOptions): Promise<{ t: Transition; from: Instance }> {
   return inEnv(db, env, async (c) => {
     const stored = await loadWorkflow(c, id, { forUpdate: true });
     if (stored === null) throw new NotFound(`workflow ${id}`);
@@ -62,7 +67,7 @@ function decide(db: Db, logics: LogicCache, env: string, id: string, event: Trac
     if (audit !== undefined) {
       await insertAudit(c, { workflowId: id, env, ...audit, before: summary(stored.instance), after: summary(t.instance) });
     }
-    return t;
+    return { t, from: stored.instance };
   });
 }
 

@@ -12,9 +12,13 @@ import { NotFound } from '../store/errors.ts';
 import { type ListedInstance, listDeadLettered, listStuck } from '../store/list-instances.ts';
 import { type PagePosition, type WorkflowFilter, type WorkflowListItem, listWorkflows } from '../store/list-workflows.ts';
 import { loadWorkflow } from '../store/load-workflow.ts';
+import { type SelectedWorkflow, selectWorkflows } from '../store/select-workflows.ts';
 import { inEnv } from '../store/tx.ts';
+import { STUCK_DEFAULTS, type StuckThresholds } from '../store/workflow-filter.ts';
 import type { LogicCache } from './logic-cache.ts';
+import { type FlowLogger, instanceFields, silentLogger } from './log.ts';
 import { mutateWorkflow } from './mutate.ts';
+import type { TransitionObserver } from './observer.ts';
 
 /** Who is acting, as the caller's authentication established it (the token's `sub` and `scope`). */
 export interface Actor {
@@ -82,7 +86,18 @@ export class Operations {
     private readonly logics: LogicCache,
     private readonly defaultEnv: string,
     private readonly afterChange: (id: string, env: string) => Promise<WorkflowRecord>,
-  ) {}
+    o: { stuck?: Partial<StuckThresholds>; observer?: TransitionObserver; log?: FlowLogger } = {},
+  ) {
+    this.stuck = { ...STUCK_DEFAULTS, ...o.stuck };
+    this.#observer = o.observer;
+    this.#log = o.log ?? silentLogger;
+  }
+
+  readonly #observer: TransitionObserver | undefined;
+  readonly #log: FlowLogger;
+
+  /** When an instance counts as stuck, unless a call says otherwise (EngineOptions.stuck). */
+  readonly stuck: StuckThresholds;
 
   retry(id: string, o: VerbOptions) {
     return this.#verb(id, {}, o, { type: 'verb', verb: 'retry' });
@@ -132,14 +147,20 @@ export class Operations {
     return inEnv(this.db, o.env ?? this.defaultEnv, (c) => listDeadLettered(c, o.limit));
   }
 
-  listStuck(o: { env?: string; pendingForMs?: number; limit?: number } = {}): Promise<ListedInstance[]> {
-    const args = { pendingForMs: o.pendingForMs ?? 60_000, ...(o.limit === undefined ? {} : { limit: o.limit }) };
-    return inEnv(this.db, o.env ?? this.defaultEnv, (c) => listStuck(c, args));
+  /** Instances that should be moving and are not, each with its reason (`STUCK_REASONS`). */
+  listStuck(o: { env?: string; pendingForMs?: number; parkedForMs?: number; limit?: number } = {}): Promise<ListedInstance[]> {
+    const { env, ...args } = o;
+    return inEnv(this.db, env ?? this.defaultEnv, (c) => listStuck(c, { ...this.stuck, ...args }));
   }
 
   /** One page of the env's instances, newest first; pass the last item's `position` as `after` for the next. */
   list(filter: WorkflowFilter, o: { env?: string; limit?: number; after?: PagePosition | null } = {}): Promise<WorkflowListItem[]> {
-    return inEnv(this.db, o.env ?? this.defaultEnv, (c) => listWorkflows(c, filter, o.limit ?? 50, o.after ?? null));
+    return inEnv(this.db, o.env ?? this.defaultEnv, (c) => listWorkflows(c, { ...this.stuck, ...filter }, o.limit ?? 50, o.after ?? null));
+  }
+
+  /** The instances a filter covers, oldest first: what a bulk job acts on. */
+  async select(filter: WorkflowFilter, o: { env?: string; limit?: number } = {}): Promise<SelectedWorkflow[]> {
+    return (await inEnv(this.db, o.env ?? this.defaultEnv, (c) => selectWorkflows(c, { ...this.stuck, ...filter }, o.limit ?? 100))).rows;
   }
 
   audit(id: string, o: { env?: string } = {}): Promise<AuditRow[]> {
@@ -151,7 +172,12 @@ export class Operations {
     const { verb } = event;
     const env = o.env ?? this.defaultEnv;
     const audit = { verb, actor: o.actor.subject, reason: o.reason ?? null, args };
-    await mutateWorkflow(this.db, this.logics, env, id, event, { audit, allow: (inst, logic) => authorizeVerb(o.actor, event, logic, inst) });
+    const t = await mutateWorkflow(this.db, this.logics, env, id, event, {
+      audit,
+      allow: (inst, logic) => authorizeVerb(o.actor, event, logic, inst),
+      ...(this.#observer === undefined ? {} : { observer: this.#observer }),
+    });
+    this.#log.info({ ...instanceFields(t.instance), verb, actor: o.actor.subject, reason: o.reason ?? null }, `operator ${verb}`);
     return this.afterChange(id, env);
   }
 

@@ -4,6 +4,7 @@ import { FuncModuleError, inspectModule } from '../../host-functions/index.ts';
 import { grantRefusals, type PublisherGrant } from '../../contracts/grants.ts';
 import { type HandlerProfiles, servesIn } from '../executors/handlers.ts';
 import { ChildLogicMissing, GrantRefused, ModuleHashMismatch, ModuleInvalid, ModuleMissing } from '../errors.ts';
+import { type AuditRow, insertVersionAudit, listVersionAudit } from '../store/audit.ts';
 import type { Db } from '../store/db.ts';
 import { NotFound } from '../store/errors.ts';
 import { findVersionRow, listVersions, type VersionRow } from '../store/list-versions.ts';
@@ -14,6 +15,13 @@ import { storedModules } from '../store/stored-modules.ts';
 import { inEnv } from '../store/tx.ts';
 import type { GrantGate } from './grant-gate.ts';
 import type { LogicCache } from './logic-cache.ts';
+
+/** Who acts on a version, for its audit row. (Default actor: `in-process`, a caller inside the engine's process) */
+export interface ActedBy {
+  actor: string;
+  reason?: string | null;
+}
+const IN_PROCESS: ActedBy = { actor: 'in-process' };
 
 export interface PublishResult {
   /** `new` when this call published it, `unchanged` when the same hash was already published. */
@@ -75,11 +83,22 @@ export class Versions {
         }
       }
       await putModules(c, env, uploads);
-      return publishLogicVersion(c, env, logic, publisher);
+      const published = await publishLogicVersion(c, env, logic, publisher);
+      if (published) {
+        const { logicId, version, hash } = logic;
+        const actor = publisher.subject ?? IN_PROCESS.actor;
+        await insertVersionAudit(c, { env, logicId, version, verb: 'publish', actor, reason: null, args: { hash }, before: null, after: { active: true, hash } });
+      }
+      return published;
     });
     this.logics.remember(logic);
     this.grants.forget(env, logic.hash);
     return { status: result ? 'new' : 'unchanged', logicId: logic.logicId, version: logic.version, hash: logic.hash };
+  }
+
+  /** The audit rows of a version, oldest first: who published, retired, reactivated it, and why. */
+  audit(env: string, logicId: string, version: number): Promise<AuditRow[]> {
+    return inEnv(this.db, env, (c) => listVersionAudit(c, logicId, version));
   }
 
   list(env: string): Promise<VersionSummary[]> {
@@ -96,10 +115,17 @@ export class Versions {
   }
 
   /** Retires (drains) or reactivates a version; running instances are not touched either way. */
-  async setActive(env: string, logicId: string, version: number, active: boolean): Promise<VersionSummary> {
-    const row = await inEnv(this.db, env, async (c) =>
-      (await setVersionActive(c, logicId, version, active)) ? findVersionRow(c, logicId, version) : null,
-    );
+  async setActive(env: string, logicId: string, version: number, active: boolean, by: ActedBy = IN_PROCESS): Promise<VersionSummary> {
+    const row = await inEnv(this.db, env, async (c) => {
+      const before = await findVersionRow(c, logicId, version);
+      if (before === null || !(await setVersionActive(c, logicId, version, active))) return null;
+      // a call that changes nothing (retiring a retired version) is no act to audit
+      if (before.active !== active) {
+        const verb = active ? 'reactivate' : 'retire';
+        await insertVersionAudit(c, { env, logicId, version, verb, actor: by.actor, reason: by.reason ?? null, args: {}, before: { active: before.active }, after: { active } });
+      }
+      return findVersionRow(c, logicId, version);
+    });
     if (row === null) throw new NotFound(`LogicVersion ${logicId}@${version}`);
     return row;
   }

@@ -317,7 +317,7 @@ export class WorkerPool {
   /** Runs prepared attempts of one instance for as long as it holds the lease and has one. */
   async #drive(start: Stored): Promise<void> {
     const token = start.leaseToken!;
-    const lease = this.#heartbeats.keep(start.instance.id, token);
+    const lease = this.#heartbeats.keep(start.instance.id, token, start.instance);
     try {
       await this.#driveLeased(start, token, lease);
     } finally {

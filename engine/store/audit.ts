@@ -28,6 +28,24 @@ export async function listAudit(c: Client, workflowId: string): Promise<AuditRow
   return res.rows;
 }
 
+/** An audit row about a version: published, retired, reactivated. */
+export type VersionAuditEntry = Omit<AuditRow, 'at'> & { env: string; logicId: string; version: number };
+
+export async function insertVersionAudit(c: Client, e: VersionAuditEntry): Promise<void> {
+  await c.query(
+    `INSERT INTO audit (env_id, logic_id, version, verb, actor, reason, args, before, after) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+    [e.env, e.logicId, e.version, e.verb, e.actor, e.reason, JSON.stringify(e.args ?? {}), JSON.stringify(e.before), JSON.stringify(e.after)],
+  );
+}
+
+export async function listVersionAudit(c: Client, logicId: string, version: number): Promise<AuditRow[]> {
+  const res = await c.query<AuditRow>(
+    'SELECT verb, actor, reason, args, before, after, at FROM audit WHERE workflow_id IS NULL AND logic_id = $1 AND version = $2 ORDER BY id',
+    [logicId, version],
+  );
+  return res.rows;
+}
+
 /** Which env a workflow belongs to, read as the scheduler: callers never get to say. */
 export async function envOfWorkflow(c: Client, id: string): Promise<string | null> {
   const res = await c.query<{ env_id: string }>('SELECT env_id FROM workflows WHERE id = $1', [id]);

@@ -95,7 +95,7 @@ async function signalSelf(c: Client, parent: Instance, seq: number): Promise<voi
  * A child has ended: wake its parent. Written with the ending, so both become visible together.
  * Every ending writes its own signal: coalescing them (one pending signal per parent) lost
  * endings, because a child could skip its signal in favour of one that a poller fired before the
- * child committed; the poller handles a burst for one parent once instead (runtime/timers.ts).
+ * child committed; the timer poller handles a burst for one parent once instead (`fire_due_timers()`, engine/store/timers.ts).
  */
 export async function signalParent(c: Client, child: Instance, parentSeq: number): Promise<void> {
   await c.query(

@@ -76,6 +76,6 @@ export async function loadRecord(c: Client, id: string): Promise<WorkflowRecord 
       startedAt: r.started_at.toISOString(),
       finishedAt: r.finished_at?.toISOString() ?? null,
     })),
-    compensations: i.ctx.compensations.map((r) => ({ step: r.step, state: r.state, attempts: r.attempts, error: r.error })),
+    compensations: i.ctx.compensations.map((r) => ({ step: r.step, generation: r.generation, state: r.state, attempts: r.attempts, error: r.error })),
   };
 }

@@ -19,7 +19,7 @@ export const CaptureInput = z.object({
  */
 export const paymentsCapture = workflow({
   logicId: 'payments.capture',
-  version: 1,
+  version: 2,
   domain: 'payments',
   description: 'Reserve, approve large amounts, capture and notify.',
   input: CaptureInput,

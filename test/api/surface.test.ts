@@ -49,7 +49,7 @@ describeEachDriver('the API surface', (getDb) => {
         'POST /v1/envs/{env}/workflows/{id}/decisions/{step}',
         'POST /v1/callbacks/{resumeToken}',
         'POST /v1/envs/{env}/events',
-        // the console's and s8flow's routes beyond the API contract (engine/api/console.ts)
+        // the console's and s8flow's routes beyond the API contract (engine/api/routes/: console-ui, overview, live, bulk)
         'GET /v1/envs/{env}/overview',
         'GET /v1/envs/{env}/workflows/{id}/live',
         ...['retry', 'cancel', 'replay'].map((v) => `POST /v1/envs/{env}/bulk/${v}`),
@@ -131,5 +131,12 @@ describeEachDriver('the API surface', (getDb) => {
       c.query(`UPDATE workflows SET state = 'pending', run_at = now() - interval '2 minutes' WHERE id = $1`, [ids[0]]),
     );
     expect((await page('stuck=true')).items.map((i: { id: string }) => i.id)).toEqual([ids[0]]);
+    expect((await page('stuck=true')).items[0]).toMatchObject({ stuckReason: 'pending_too_long' });
+    // the overview lists it too, by the same definition, in its contract's shape
+    const overview = await api.app.inject({ url: `/v1/envs/${ENV}/overview`, headers: auth });
+    expect(overview.statusCode).toBe(200);
+    expect(overview.json().stuck).toEqual([expect.objectContaining({ id: ids[0], reason: 'pending_too_long', logicId: 'sf.two' })]);
+    // children of an instance: none here
+    expect((await page(`parent=${ids[1]}`)).items).toEqual([]);
   });
 });

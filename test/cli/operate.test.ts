@@ -125,6 +125,32 @@ describe('s8flow operator commands over the API', () => {
     expect((await engine.settled(id)).state).toBe('completed');
     const history = await run('history', id, ...target(admin));
     expect(history.out).toMatch(/audit retry\s.*by ops@example\.com/);
+    // the verb comes before the attempt it caused (committed in the same transaction, at the same time)
+    const lines = history.out.split('\n');
+    const verb = lines.findIndex((l) => /audit retry/.test(l));
+    const rerun = lines.findIndex((l) => /\scharge\s+2\s/.test(l));
+    expect(rerun).toBeGreaterThan(0);
+    expect(verb).toBeLessThan(rerun);
+  });
+
+  it('ls --stuck prints why each instance is stuck; ls --parent lists the children of one instance', async () => {
+    const { id } = await engine.start({ logicId: 'cli.flaky', input: {}, idempotencyKey: 'stuck-one' });
+    await engine.settled(id);
+    // the instance moved back in time and pending: runnable for longer than a minute, with no worker to take it
+    await engine.workers.stop();
+    await db.pool.query(`UPDATE workflows SET state = 'pending', run_at = now() - interval '10 minutes' WHERE id = $1`, [id]);
+    const ls = await run('ls', '--stuck', ...target(admin));
+    expect(ls.code).toBe(0);
+    expect(ls.out.split('\n')[0]).toMatch(/\breason\b/);
+    expect(ls.out.split('\n').find((l) => l.includes(id))).toMatch(/pending_too_long/);
+    await db.pool.query(`UPDATE workflows SET state = 'completed', run_at = now() WHERE id = $1`, [id]);
+    await engine.workers.start();
+
+    const child = await engine.start({ logicId: 'cli.flaky', input: {}, idempotencyKey: 'a-child' });
+    await engine.settled(child.id);
+    await db.pool.query('UPDATE workflows SET parent_id = $1 WHERE id = $2', [id, child.id]);
+    const children = JSON.parse((await run('ls', '--parent', id, '--json', ...target(admin))).out);
+    expect(children.items.map((i: { id: string }) => i.id)).toEqual([child.id]);
   });
 
   it('exits 2 without a target, 3 for an unknown id, 4 for a verb that does not apply, 5 for a missing scope', async () => {

@@ -27,7 +27,7 @@ describe('s8flow compile and publish commands', () => {
     const out = join(scratch.dir, 'dist');
     expect(await compileCommand([EXAMPLES, '--out', out, '--lock', join(scratch.dir, 'flow.lock.json')])).toBe(0);
     expect(io.out()).toMatch(/compiled 4 workflow version\(s\)/);
-    expect(io.out()).toMatch(/payments\.capture@1 {2}sha256:/);
+    expect(io.out()).toMatch(/payments\.capture@2 {2}sha256:/);
     expect(existsSync(join(out, 'manifest.json'))).toBe(true);
   });
 
@@ -42,8 +42,8 @@ describe('s8flow compile and publish commands', () => {
     const to = join(scratch.dir, 'engine');
     expect(await publishCommand(['--from', join(scratch.dir, 'dist'), '--to', to])).toBe(0);
     expect(await publishCommand(['--from', join(scratch.dir, 'dist'), '--to', to])).toBe(0);
-    expect(io.out()).toMatch(/\+ payments\.capture@1/);
-    expect(io.out()).toMatch(/= payments\.capture@1 \(already published, same hash\)/);
+    expect(io.out()).toMatch(/\+ payments\.capture@2/);
+    expect(io.out()).toMatch(/= payments\.capture@2 \(already published, same hash\)/);
   });
 
   test('publish to a URL without a token is a usage error naming --token', async () => {

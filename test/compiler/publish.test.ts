@@ -26,7 +26,7 @@ describe('s8flow publish to a directory', () => {
   test('copies every LogicVersion, diagram and the manifest', async () => {
     const to = join(scratch.dir, 'engine-a');
     const result = await publish({ from, to });
-    expect(result.published).toEqual(['payments.capture@1', 'provisioning.service@1', 'provisioning.tenant@1', 'statements.monthly@2']);
+    expect(result.published).toEqual(['payments.capture@2', 'provisioning.service@1', 'provisioning.tenant@1', 'statements.monthly@2']);
     const [src, dst] = [readTree(from), readTree(to)];
     for (const [path, bytes] of src) expect(dst.get(path)?.equals(bytes), path).toBe(true);
   });
@@ -42,7 +42,7 @@ describe('s8flow publish to a directory', () => {
   test('the same logicId@version with another hash is refused and nothing is copied', async () => {
     const to = join(scratch.dir, 'engine-c');
     await publish({ from, to });
-    const path = join(to, 'payments.capture@1.json');
+    const path = join(to, 'payments.capture@2.json');
     const doc = JSON.parse(readFileSync(path, 'utf8'));
     writeFileSync(path, canonicalJson({ ...doc, hash: `sha256:${'0'.repeat(64)}` }));
     expect(await publishCode(publish({ from, to }))).toBe(PublishErrorCode.versionConflict);

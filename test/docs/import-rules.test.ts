@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
+import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 import { REPO } from '../compiler/project-helpers.ts';
 
@@ -11,24 +12,40 @@ import { REPO } from '../compiler/project-helpers.ts';
 interface Edge {
   from: string; // repository-relative file
   to: string; // repository-relative file, or a bare package name
-  /** False for `import type` / `export type` and for imports whose every name is `type X`. */
+  /** False for `import type` / `export type`, imports whose every name is `type X`, and `import('x').T` types. */
   value: boolean;
 }
 
-const SPEC = /^\s*(import|export)\s+(type\s+)?([^'"]*?)\s*from\s+'([^']+)'/gm;
-
+/**
+ * Every module a file reaches, read from its syntax tree: static, side-effect (`import 'x'`),
+ * re-export (`export * from 'x'`), dynamic (`import('x')`) and `require('x')`. A regular
+ * expression over the text misses the forms it was not written for.
+ */
 function edgesOf(file: string): Edge[] {
   const text = readFileSync(join(REPO, file), 'utf8');
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, false, file.endsWith('x') ? ts.ScriptKind.TSX : undefined);
   const out: Edge[] = [];
-  for (const m of text.matchAll(SPEC)) {
-    const [, , typeOnly, names = '', spec = ''] = m;
-    const braces = /\{([^}]*)\}/.exec(names);
-    const outside = names.replace(/\{[^}]*\}/, '').replace(/,/g, '').trim();
-    const inside = braces?.[1]?.split(',').map((s) => s.trim()).filter(Boolean) ?? [];
-    const value = typeOnly === undefined && (outside !== '' || inside.some((n) => !n.startsWith('type ')));
-    const to = spec.startsWith('.') ? relative(REPO, resolve(dirname(join(REPO, file)), spec)) : spec;
-    out.push({ from: file, to, value });
-  }
+  const add = (spec: string, value: boolean) =>
+    out.push({ from: file, to: spec.startsWith('.') ? relative(REPO, resolve(dirname(join(REPO, file)), spec)) : spec, value });
+  const allTypes = (names: readonly { isTypeOnly: boolean }[]) => names.length > 0 && names.every((n) => n.isTypeOnly);
+  const visit = (n: ts.Node) => {
+    if (ts.isImportDeclaration(n) && ts.isStringLiteral(n.moduleSpecifier)) {
+      const clause = n.importClause;
+      const named = clause?.namedBindings;
+      const typeOnly = clause !== undefined && (clause.isTypeOnly || (clause.name === undefined && named !== undefined && ts.isNamedImports(named) && allTypes(named.elements)));
+      add(n.moduleSpecifier.text, !typeOnly);
+    } else if (ts.isExportDeclaration(n) && n.moduleSpecifier !== undefined && ts.isStringLiteral(n.moduleSpecifier)) {
+      const named = n.exportClause;
+      add(n.moduleSpecifier.text, !(n.isTypeOnly || (named !== undefined && ts.isNamedExports(named) && allTypes(named.elements))));
+    } else if (ts.isCallExpression(n) && (n.expression.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(n.expression) && n.expression.text === 'require'))) {
+      const spec = n.arguments[0];
+      if (spec !== undefined && ts.isStringLiteralLike(spec)) add(spec.text, true);
+    } else if (ts.isImportTypeNode(n) && ts.isLiteralTypeNode(n.argument) && ts.isStringLiteral(n.argument.literal)) {
+      add(n.argument.literal.text, false);
+    }
+    ts.forEachChild(n, visit);
+  };
+  visit(source);
   return out;
 }
 
@@ -37,9 +54,10 @@ function filesUnder(dir: string): string[] {
   const walk = (d: string) => {
     for (const name of readdirSync(join(REPO, d)).sort()) {
       const rel = join(d, name);
+      // host-functions/guest is AssemblyScript, built by asc for the guest side; it is no module of the host
       if (name === 'node_modules' || name === 'guest') continue;
       if (statSync(join(REPO, rel)).isDirectory()) walk(rel);
-      else if (/\.ts$/.test(name) && !/\.(test|d)\.ts$/.test(name)) out.push(rel);
+      else if (/\.(ts|tsx|mts|cts|mjs|cjs|js)$/.test(name) && !/\.(test|d)\.ts$/.test(name)) out.push(rel);
     }
   };
   walk(dir);
@@ -47,6 +65,9 @@ function filesUnder(dir: string): string[] {
 }
 
 const inside = (path: string, folder: string) => path === folder || path.startsWith(`${folder}/`);
+
+/** The folders that ship. */
+const PRODUCT = ['contracts', 'sdk', 'compiler', 'host-functions', 'engine', 'cli', 'console', 'client'];
 
 /** [folder, folders or packages it must never import, with the reason ARCHITECTURE.md gives]. */
 const NEVER: [string, string[]][] = [
@@ -64,8 +85,23 @@ const NEVER: [string, string[]][] = [
   ],
   ['engine/store', ['engine/runtime', 'engine/executors', 'engine/api', 'engine/testing', 'fastify', 'esbuild']],
   ['engine/executors', ['engine/store', 'engine/runtime', 'engine/api', 'pg', 'fastify', 'esbuild']],
+  // the API sits on the runtime: it runs no effect itself and never reaches the in-process runner
+  ['engine/api', ['engine/executors', 'engine/testing', 'host-functions', 'pg']],
+  // the in-process runner: no database, no HTTP
+  ['engine/testing', ['engine/store', 'engine/api', 'pg', 'fastify', 'esbuild']],
   ['client', ['engine', 'sdk', 'compiler', 'cli', 'host-functions', 'pg', 'fastify']],
+  // the console reaches the engine only through the HTTP API, as any other client
+  ['console', ['engine', 'sdk', 'compiler', 'cli', 'host-functions', 'client', 'pg', 'fastify', 'zod', 'node:fs', 'node:path']],
+  ['cli', ['console', 'engine/testing']],
+  // the product never reaches into the test suites, the benchmarks or the examples
+  ...PRODUCT.map((folder): [string, string[]] => [folder, ['test', 'bench', 'examples']]),
 ];
+
+/**
+ * Value imports the console may make from contracts/: zod-free helpers only. Everything else
+ * it takes from contracts/ is a type, erased from the bundle, so the page never carries zod.
+ */
+const CONSOLE_VALUES_FROM_CONTRACTS = ['contracts/scopes.ts', 'contracts/timeline.ts'];
 
 describe('import rules of ARCHITECTURE.md', () => {
   for (const [folder, banned] of NEVER) {
@@ -84,9 +120,20 @@ describe('import rules of ARCHITECTURE.md', () => {
     expect(found).toEqual([]);
   });
 
-  it('engine/core has no value import cycle', () => {
-    const files = filesUnder('engine/core');
-    const graph = new Map(files.map((f) => [f, edgesOf(f).filter((e) => e.value && files.includes(`${e.to}`)).map((e) => e.to)]));
+  it('console/ takes only types from contracts/, but for zod-free helpers', () => {
+    const values = filesUnder('console')
+      .flatMap(edgesOf)
+      .filter((e) => e.value && inside(e.to, 'contracts') && !CONSOLE_VALUES_FROM_CONTRACTS.includes(e.to))
+      .map((e) => `${e.from} → ${e.to}`);
+    expect(values).toEqual([]);
+    const zodInHelpers = CONSOLE_VALUES_FROM_CONTRACTS.flatMap(edgesOf).filter((e) => e.value && (e.to === 'zod' || !inside(e.to, 'contracts') || !CONSOLE_VALUES_FROM_CONTRACTS.includes(e.to)));
+    expect(zodInHelpers).toEqual([]);
+  });
+
+  it('no value import cycle anywhere in the product', () => {
+    const files = PRODUCT.flatMap(filesUnder);
+    const known = new Set(files);
+    const graph = new Map(files.map((f) => [f, edgesOf(f).filter((e) => e.value && known.has(e.to)).map((e) => e.to)]));
     const cycles: string[] = [];
     const path: string[] = [];
     const done = new Set<string>();

@@ -15,7 +15,7 @@ import { EXAMPLES } from '../compiler/project-helpers.ts';
 import { WorkerProcess } from '../support/worker-process.ts';
 
 /**
- * The standalone engine end to end (issue 11, acceptance): `s8flow start` as a child process on
+ * The standalone engine end to end: `s8flow start` as a child process on
  * Postgres serves the API and runs the workers; CI publishes the compiled examples with
  * `s8flow publish --to http://…`; an owning service starts a payment over HTTP, answers one step
  * 202 and completes it later through /v1/callbacks/{token}; an approver's token answers the
@@ -81,11 +81,11 @@ describe.skipIf(url === undefined)('the standalone engine, end to end on Postgre
     const ci = await mint('ci@deploy', 'flow:publish');
     const first = await publish(out, ci);
     expect(first.code, first.stderr).toBe(0);
-    expect(first.stdout).toMatch(/^new\s+payments\.capture@1 sha256:/m);
+    expect(first.stdout).toMatch(/^new\s+payments\.capture@2 sha256:/m);
     expect(first.stdout).toMatch(/^new\s+provisioning\.tenant@1/m);
     const again = await publish(out, ci);
     expect(again.code).toBe(0);
-    expect(again.stdout).toMatch(/^unchanged\s+payments\.capture@1/m);
+    expect(again.stdout).toMatch(/^unchanged\s+payments\.capture@2/m);
     expect(again.stdout).not.toMatch(/^new/m);
 
     // the payments service starts a risky payment over HTTP
@@ -139,12 +139,12 @@ describe.skipIf(url === undefined)('the standalone engine, end to end on Postgre
     // a changed definition under a published version is a conflict: printed, and exit code 1
     const changedDir = join(dir, 'changed');
     cpSync(out, changedDir, { recursive: true });
-    const file = join(changedDir, 'payments.capture@1.json');
+    const file = join(changedDir, 'payments.capture@2.json');
     const doc = JSON.parse(readFileSync(file, 'utf8')) as LogicVersion;
     writeFileSync(file, JSON.stringify(makeLogic({ ...doc, description: 'changed without a version bump' })));
     const conflict = await publish(changedDir, ci);
     expect(conflict.code).toBe(1);
-    expect(conflict.stdout).toMatch(/^conflict\s+payments\.capture@1/m);
+    expect(conflict.stdout).toMatch(/^conflict\s+payments\.capture@2/m);
     expect(conflict.stdout).toMatch(/^unchanged\s+provisioning\.tenant@1/m);
     expect(conflict.stderr).toContain('FLOW_VERSION_CONFLICT');
   }, 120_000);

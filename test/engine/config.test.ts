@@ -104,4 +104,11 @@ describe('the Engine takes its settings as options, never from process.env', () 
       process.env = saved;
     }
   });
+
+  it('reads when an instance counts as stuck, and the engine lists by it', () => {
+    const config = loadConfig({ FLOW_STUCK_PENDING_MS: '5000', FLOW_STUCK_PARKED_MS: '3600000' });
+    expect(new Engine(engineOptionsFrom(config, db)).ops.stuck).toEqual({ pendingForMs: 5000, parkedForMs: 3_600_000 });
+    expect(new Engine(engineOptionsFrom(loadConfig({}), db)).ops.stuck).toEqual({ pendingForMs: 60_000, parkedForMs: 86_400_000 });
+    expect(() => loadConfig({ FLOW_STUCK_PARKED_MS: 'a day' })).toThrow(expect.objectContaining({ code: 'FLOW_CONFIG_INVALID', message: expect.stringContaining('FLOW_STUCK_PARKED_MS') }));
+  });
 });

@@ -61,4 +61,48 @@ describeEachDriver('listing stuck and dead-lettered instances', (getDb) => {
     expect(reasonsOf(sleeping)).toEqual(['delay_overdue']);
     expect(reasonsOf(unwinding)).toEqual(['pending_too_long']);
   });
+
+  it('has one definition of stuck: the list filter selects exactly what listStuck lists, with the same reason', async () => {
+    const unwinding = await start(uniqueLogic({ start: 'down', steps: { down: { kind: 'proxy', handler: 'test', path: '/down' } } }));
+    await sql(`UPDATE workflows SET state = 'compensating', run_at = now() - interval '10 minutes' WHERE id = $1`, [unwinding]);
+    const leased = await start(uniqueLogic({ start: 'down', steps: { down: { kind: 'proxy', handler: 'test', path: '/down' } } }));
+    await sql(`UPDATE workflows SET state = 'processing', lease_token = gen_random_uuid(), lease_expires_at = now() - interval '1 minute' WHERE id = $1`, [leased]);
+
+    const pendingForMs = 5 * 60_000;
+    const stuck = await engine.ops.listStuck({ env: 'test-env', pendingForMs, limit: 1000 });
+    const listed = await engine.ops.list({ stuck: true, pendingForMs }, { env: 'test-env', limit: 500 });
+    expect(listed.map((l) => l.id).sort()).toEqual(stuck.map((s) => s.id).sort());
+    expect(Object.fromEntries(listed.map((l) => [l.id, l.stuckReason]))).toEqual(Object.fromEntries(stuck.map((s) => [s.id, s.reason])));
+    expect(listed.find((l) => l.id === unwinding)?.stuckReason).toBe('pending_too_long');
+    // and a bulk job's filter selects the same set
+    const selected = await engine.ops.select({ stuck: true, pendingForMs }, { env: 'test-env', limit: 1000 });
+    expect(selected.map((r) => r.id).sort()).toEqual(stuck.map((s) => s.id).sort());
+  });
+
+  it('lists an instance parked on a 202 without timeoutMs once it has waited longer than parkedForMs', async () => {
+    const parked = await start(uniqueLogic({ start: 'job', steps: { job: { kind: 'proxy', handler: 'test', path: '/async' } } }));
+    await settle(engine);
+    expect((await engine.get(parked, 'test-env')).state).toBe('waiting');
+    const reasonOf = async () => (await engine.ops.listStuck({ env: 'test-env', parkedForMs: 60 * 60_000, limit: 1000 })).find((s) => s.id === parked)?.reason;
+    expect(await reasonOf()).toBeUndefined();
+    await sql(`UPDATE workflows SET updated_at = now() - interval '2 hours' WHERE id = $1`, [parked]);
+    expect(await reasonOf()).toBe('callback_parked');
+    // a decision without a deadline waits for a person, as long as it takes: never stuck for that
+    const asking = await start(uniqueLogic({ start: 'ask', steps: { ask: { kind: 'decision', options: ['ok'] } } }));
+    await sql(`UPDATE workflows SET updated_at = now() - interval '2 hours' WHERE id = $1`, [asking]);
+    expect((await engine.ops.listStuck({ env: 'test-env', parkedForMs: 60 * 60_000, limit: 1000 })).some((s) => s.id === asking)).toBe(false);
+  });
+
+  it('filters a listing by parent', async () => {
+    const child = uniqueLogic({ start: 'p', steps: { p: { kind: 'pass' } } });
+    await engine.publish(child, 'test-env');
+    const parent = await start(
+      uniqueLogic({ start: 'fan', steps: { fan: { kind: 'children', logicId: child.logicId, items: '[1, 2, 3]', itemInput: '{ "n": item }', failurePolicy: 'all_settled' } } }),
+    );
+    await start(uniqueLogic({ start: 'p', steps: { p: { kind: 'pass' } } }));
+    await settle(engine);
+    const children = await engine.ops.list({ parent }, { env: 'test-env' });
+    expect(children).toHaveLength(3);
+    expect(children.every((c) => c.logicId === child.logicId)).toBe(true);
+  });
 });

@@ -158,6 +158,40 @@ describeEachDriver('metrics', (getDb) => {
     expect(table(samples, 'flow_timer_lateness_seconds_count', ['purpose'])).toEqual({ delay: slept[0]!.n });
   });
 
+  it('counts instances ended from outside the worker loop: by a callback, a decision, a force-complete', async () => {
+    const env = 'metrics-outside';
+    let token = '';
+    const svc2 = await new FakeService()
+      .on('/later', (r) => {
+        token = r.headers['x-flow-resume-token']!;
+        return { status: 202, body: { status: 'waiting' } };
+      })
+      .on('/broken', () => ({ status: 500 }))
+      .listen();
+    const other = new Engine({ db: getDb(), executors: { handlers: new Map([['TEST', { url: svc2.url }]]) } });
+    try {
+      const later = uniqueLogic({ start: 'p_later', steps: { p_later: { kind: 'proxy', path: '/later' } } });
+      const ask = uniqueLogic({ start: 'ask', steps: { ask: { kind: 'decision', options: ['go'] } } });
+      const broken = uniqueLogic({ start: 'p_broken', steps: { p_broken: { kind: 'proxy', path: '/broken', retry: { maxAttempts: 1 } } } });
+      for (const doc of [later, ask, broken]) await other.publishVersion(env, doc);
+      const a = await other.start({ logicId: later.logicId, input: {}, env });
+      const b = await other.start({ logicId: ask.logicId, input: {}, env });
+      const c = await other.start({ logicId: broken.logicId, input: {}, env });
+      await settle(other);
+      const actor = { subject: 'ops@example.com', scopes: ['flow:admin'] };
+      await other.complete(token, { output: { done: true } });
+      await other.resume(b.id, { step: 'ask', option: 'go', approver: actor }, { env });
+      await other.ops.forceComplete(c.id, { step: 'p_broken', output: {} }, { actor, env });
+      await settle(other);
+      for (const id of [a.id, b.id, c.id]) expect((await other.get(id, env)).state).toBe('completed');
+      const ended = table(parse((await other.metrics.render()).body), 'flow_instances_ended_total', ['env', 'logic_id', 'state']);
+      expect([later, ask, broken].map((d) => ended[`${env}|${d.logicId}|completed`])).toEqual([1, 1, 1]);
+    } finally {
+      await other.close();
+      await svc2.close();
+    }
+  });
+
   it('a second engine on the same database reports the same database gauges', async () => {
     const other = new Engine({ db: getDb() });
     try {

@@ -76,6 +76,22 @@ describeEachDriver('operator verbs', (getDb) => {
     expect(audit[0]?.after).toMatchObject({ state: 'pending', generation: 1 });
   });
 
+  it('lists each compensation with the generation that registered it', async () => {
+    failCharge = true;
+    const { id } = await startFlow(flow(), 4);
+    // repaired at reserve, still declined: the first reservation was undone, then the second
+    await engine.ops.repair(id, { rewindTo: 'reserve', input: { n: 5 } }, { ...OPERATOR, env: 'test-env', reason: 'try again' });
+    await settle(engine);
+    const record = await engine.get(id, 'test-env');
+    expect(record.state).toBe('compensated');
+    const undone = record.steps.filter((s) => s.kind === 'compensation').map((s) => ({ step: s.step, generation: s.generation }));
+    expect(undone).toEqual([
+      { step: 'reserve', generation: 0 },
+      { step: 'reserve', generation: 1 },
+    ]);
+    expect(record.compensations.map((c) => ({ step: c.step, generation: c.generation }))).toEqual(undone);
+  });
+
   it('replayFrom re-runs from a step with the original input under a new generation', async () => {
     failCharge = false;
     const { id } = await startFlow(flow(), 5);
@@ -175,7 +191,7 @@ describeEachDriver('operator verbs', (getDb) => {
     const record = await engine.get(id, 'test-env');
     expect(record.state).toBe('cancelled');
     expect(record.error).toEqual({ code: 'CANCELLED', message: 'customer asked' });
-    expect(record.compensations).toEqual([{ step: 'reserve', state: 'succeeded', attempts: 1, error: null }]);
+    expect(record.compensations).toEqual([{ step: 'reserve', generation: 0, state: 'succeeded', attempts: 1, error: null }]);
     expect(record.steps.find((s) => s.step === 'approve')?.state).toBe('superseded');
   });
 

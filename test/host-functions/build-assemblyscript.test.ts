@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,6 +44,18 @@ describe('buildAssemblyScriptModule', () => {
     const small = await buildAssemblyScriptModule({ entry: ONE_CALL, outDir: dir, maximumMemoryPages: 8 });
     const large = await buildAssemblyScriptModule({ entry: ONE_CALL, outDir: dir, maximumMemoryPages: 9 });
     expect(large.sha256).not.toBe(small.sha256);
+  });
+
+  it('a module outside the repository imports the guest library by its package path, sentin8-flow/guest', async () => {
+    const source = await readFile(fileURLToPath(new URL('../../examples/workflows/modules/risk-score.as.ts', import.meta.url)), 'utf8');
+    expect(source).toContain('from "sentin8-flow/guest"');
+    // copied out of examples/, as an author would: no relative path back into this repository
+    const entry = path.join(dir, 'copied', 'risk-score.as.ts');
+    await mkdir(path.dirname(entry), { recursive: true });
+    await writeFile(entry, source);
+    const built = await buildAssemblyScriptModule({ entry, outDir: path.join(dir, 'copied-out') });
+    const inspection = inspectModule(new Uint8Array(await readFile(built.path)), ['accountHistory'], { expectedHash: built.sha256 });
+    expect(inspection.hostImports).toEqual(['accountHistory']);
   });
 
   it('a build error throws COMPILE_WASM_BUILD with file:line:col from asc', async () => {

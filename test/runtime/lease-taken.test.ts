@@ -1,7 +1,9 @@
+import { Writable } from 'node:stream';
 import { setImmediate as tick, setTimeout as sleep } from 'node:timers/promises';
 import { expect, it } from 'vitest';
 import { TERMINAL_STATES, type WorkflowState } from '../../contracts/index.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
+import { createLogger } from '../../engine/runtime/log.ts';
 import type { Db } from '../../engine/store/db.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 import { describeEachDriver } from '../support/db.ts';
@@ -27,6 +29,13 @@ describeEachDriver('a lease taken from a pool reaches it at once', (getDb) => {
   it('a cancelled instance waiting in the pool for an executor is never called', async () => {
     const { svc, open } = await gatedService('/gate');
     const lost: string[] = [];
+    const lines: Record<string, unknown>[] = [];
+    const destination = new Writable({
+      write(chunk, _enc, done) {
+        for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
+        done();
+      },
+    });
     // heartbeats far beyond the test: only the fence notice can tell the pool
     const engine = new Engine({
       db: getDb(),
@@ -36,6 +45,7 @@ describeEachDriver('a lease taken from a pool reaches it at once', (getDb) => {
       observer: {
         onLeaseLost: (id) => void lost.push(id),
       },
+      logger: createLogger({ destination }),
     });
     await engine.publish(logic);
     const ids: string[] = [];
@@ -60,6 +70,10 @@ describeEachDriver('a lease taken from a pool reaches it at once', (getDb) => {
     expect(called()).not.toContain(victim);
     expect(called()).toContain(other);
     expect(lost).toEqual([victim]);
+    // and the log says so, naming the instance
+    expect(lines.filter((l) => String(l['msg']).startsWith('lease lost'))).toEqual([
+      expect.objectContaining({ env: ENV, logicId: logic.logicId, workflowId: victim, level: 40 }),
+    ]);
     expect((await engine.get(victim, ENV)).state).toBe('cancelled');
     await engine.close();
     await svc.close();

@@ -10,7 +10,7 @@ import { gatedService } from '../support/fake-service.ts';
 
 const logic = makeLogic({ logicId: 'claims.gate', start: 's0', steps: { s0: { kind: 'proxy', path: '/gate' } } });
 
-// Issue 14: claim and heartbeat traffic proportional to work, not to workers. Every instance that
+// Claim and heartbeat traffic proportional to work, not to workers. Every instance that
 // finished used to ring the claim loop, and each ring cost a claim_workflows round trip, found work
 // or not; every instance in flight kept a heartbeat timer of its own, one write transaction each.
 describeEachDriver('a worker pool claims for work and beats once for all its leases', (getDb) => {

@@ -150,7 +150,7 @@ describeEachDriver('store', (getDb) => {
 });
 
 describe('migrations', () => {
-  // Two migrators need two sessions on one database; PGlite is a single session (notes/pglite.md),
+  // Two migrators need two sessions on one database; PGlite is a single session,
   // so the race exists only on Postgres.
   it.skipIf(!process.env['DATABASE_URL'])('two migrators racing on one schema apply each migration exactly once (Postgres only: PGlite has one session)', async () => {
     const schema = `flow_race_${randomUUID().slice(0, 8)}`;

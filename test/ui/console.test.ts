@@ -136,7 +136,7 @@ describe.skipIf(!HAVE_CHROMIUM)('the console in chromium', () => {
 
   it('shows a version with its diagram, hash and in-flight count, and retires it (new starts refused)', async () => {
     const page = env.page;
-    await page.goto(`${env.url}/ui/versions/payments.capture/1`);
+    await page.goto(`${env.url}/ui/versions/payments.capture/2`);
     await page.locator('svg.diagram g[data-step="capture"]').waitFor();
     await page.getByText(/^sha256:/).waitFor();
     await env.shot('console-version');
@@ -160,6 +160,29 @@ describe.skipIf(!HAVE_CHROMIUM)('the console in chromium', () => {
     await retry.waitFor();
     await expect(retry.isDisabled()).resolves.toBe(true);
     await expect(retry.getAttribute('title')).resolves.toBe('needs scope flow:retry for ui.flaky');
+    await page.close();
+  });
+
+  it('a tenant token opens its own env, offers its envs in a picker, and a forbidden env says how to switch', async () => {
+    await env.engine.publishVersion('tenant-a', flaky);
+    chargeUp = false;
+    const { id } = await env.engine.start({ logicId: 'ui.flaky', input: { n: 'tenant' }, env: 'tenant-a' });
+    expect((await env.engine.settled(id, { env: 'tenant-a' })).state).toBe('dead_lettered');
+    const page = await env.browser.newPage();
+    const token = await env.token({ sub: 'tenant@a', scope: 'flow:read', envs: ['tenant-a', 'tenant-b'] });
+    await page.addInitScript((t) => (globalThis as unknown as { localStorage: { setItem(k: string, v: string): void } }).localStorage.setItem('flow.token', t), token);
+    await page.goto(`${env.url}/ui/`);
+    const picker = page.getByRole('combobox', { name: 'env' });
+    await picker.waitFor();
+    await expect(picker.inputValue()).resolves.toBe('tenant-a');
+    await page.locator(`a[href="/ui/instances/${id}"]`).first().waitFor();
+    await expect(page.getByRole('alert').count()).resolves.toBe(0);
+    await expect(picker.locator('option').allTextContents()).resolves.toEqual(['tenant-a', 'tenant-b']);
+
+    await page.goto(`${env.url}/ui/?env=default`);
+    const alert = page.getByRole('alert');
+    await alert.waitFor();
+    await expect(alert.textContent()).resolves.toMatch(/FLOW_ENV_FORBIDDEN.*\?env=/);
     await page.close();
   });
 

@@ -40,7 +40,7 @@ export interface ConsoleEnv {
   page: Page;
   shot(name: string): Promise<void>;
   /** Mints another token (a different subject or scopes) for the same engine. */
-  token(claims: { sub: string; scope: string }): Promise<string>;
+  token(claims: { sub: string; scope: string; envs?: string[] }): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -75,7 +75,7 @@ export async function startConsoleEnv(o: { sub: string; scope: string; logics?: 
     demo,
     browser,
     page,
-    token: (c) => mintToken(SECRET, { sub: c.sub, envs: ['*'], scope: c.scope }),
+    token: (c) => mintToken(SECRET, { sub: c.sub, envs: c.envs ?? ['*'], scope: c.scope }),
     shot: async (name) => {
       await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
     },

@@ -89,8 +89,9 @@ export const logicVersionRoutes: FastifyPluginAsyncZod<{ engine: Engine; publish
     },
     async (req) => {
       const { env, logicId, version } = req.params;
-      requireScope(principalOf(req), 'flow:publish', logicId, `LogicVersion ${logicId}`);
-      const row = await engine.setVersionActive(env, logicId, version, req.body.active);
+      const who = principalOf(req);
+      requireScope(who, 'flow:publish', logicId, `LogicVersion ${logicId}`);
+      const row = await engine.setVersionActive(env, logicId, version, req.body.active, { actor: who.subject, reason: req.body.reason ?? null });
       req.log.info({ logicId, version, active: req.body.active }, req.body.active ? 'version reactivated' : 'version retired');
       return row;
     },

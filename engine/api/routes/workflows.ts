@@ -69,6 +69,7 @@ export const workflowRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (
           ...(q.version === undefined ? {} : { version: q.version }),
           ...(q.correlationId === undefined ? {} : { correlationId: q.correlationId }),
           ...(q.stuck === undefined ? {} : { stuck: q.stuck }),
+          ...(q.parent === undefined ? {} : { parent: q.parent }),
           ...(q.from === undefined ? {} : { from: q.from }),
           ...(q.to === undefined ? {} : { to: q.to }),
         },

@@ -1,7 +1,7 @@
 // Risk score for a payment (a Sentin8:Func step module, AssemblyScript).
 // Asks the payments service for the account's history through one host function, then scores:
 // chargebacks weigh most, large amounts add to it. At 50 or more a human approves the payment.
-import { callHost, isErrorResponse, jsonField, readInput, writeOutput } from "../../../host-functions/guest/index";
+import { callHost, isErrorResponse, jsonField, readInput, writeOutput } from "sentin8-flow/guest";
 
 declare class Host {
   @external("extism:host/user", "accountHistory")

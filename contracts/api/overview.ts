@@ -1,0 +1,27 @@
+import { z } from 'zod';
+import { WorkflowSummary } from './workflows.ts';
+
+/** An instance the Overview lists as stuck or dead-lettered, and why (`dead_lettered`, or a stuck reason). */
+export const ListedInstance = z
+  .object({
+    ...WorkflowSummary.pick({ id: true, logicId: true, version: true, state: true, currentStep: true, error: true, updatedAt: true }).shape,
+    reason: z.string(),
+  })
+  .meta({ id: 'ListedInstance' });
+export type ListedInstance = z.infer<typeof ListedInstance>;
+
+/** `GET /v1/envs/{env}/overview`: what an operator looks at first. */
+export const Overview = z
+  .object({
+    counts: z.array(z.object({ logicId: z.string(), version: z.int(), state: z.string(), count: z.int() })),
+    /** Instances parked on a decision. */
+    decisions: z.array(z.object({ id: z.string(), logicId: z.string(), version: z.int(), step: z.string(), correlationId: z.string().nullable(), since: z.string() })),
+    /** Instances a worker could claim now. */
+    queueDepth: z.int(),
+    /** Age of the oldest of them, in ms (0 when none). */
+    oldestRunnableMs: z.number(),
+    stuck: z.array(ListedInstance),
+    deadLettered: z.array(ListedInstance),
+  })
+  .meta({ id: 'Overview' });
+export type Overview = z.infer<typeof Overview>;

@@ -1,0 +1,36 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { EnvParams } from '../../../contracts/api/common.ts';
+import { Overview } from '../../../contracts/api/overview.ts';
+import type { Engine } from '../../runtime/engine.ts';
+import { readOverview } from '../../store/overview.ts';
+import { inEnv } from '../../store/tx.ts';
+import { principalOf, requireScope } from '../guard.ts';
+import { BEARER, PROBLEMS } from './shared.ts';
+
+/** The console's home page in one request: counts by state per version, stuck instances, dead letters, decisions waiting. */
+export const overviewRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (app, { engine }) => {
+  app.get(
+    '/v1/envs/:env/overview',
+    {
+      config: { scope: 'flow:read' },
+      schema: {
+        tags: ['console'],
+        summary: 'Counts by state per version, stuck instances, dead letters, decisions waiting, queue depth',
+        security: BEARER,
+        params: EnvParams,
+        response: { 200: Overview, ...PROBLEMS },
+      },
+    },
+    async (req) => {
+      const env = req.params.env;
+      requireScope(principalOf(req), 'flow:read', undefined, 'the overview of every definition');
+      const [overview, stuck, dead] = await Promise.all([
+        inEnv(engine.db, env, (c) => readOverview(c)),
+        engine.ops.listStuck({ env, limit: 50 }),
+        engine.ops.listDeadLettered({ env, limit: 50 }),
+      ]);
+      const brief = ({ ctx: _ctx, ...rest }: (typeof stuck)[number]) => rest;
+      return { ...overview, stuck: stuck.map(brief), deadLettered: dead.map(brief) };
+    },
+  );
+};

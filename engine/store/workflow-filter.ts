@@ -1,0 +1,135 @@
+import type { WorkflowState } from '../../contracts/index.ts';
+
+/**
+ * Which instances a listing, a bulk job or a stuck report covers: the one filter every caller
+ * passes (the API's `GET /workflows`, a bulk job's filter, `listStuck`), built into SQL in one
+ * place so the three can never disagree.
+ */
+export interface WorkflowFilter {
+  state?: WorkflowState | string;
+  logicId?: string;
+  version?: number;
+  correlationId?: string;
+  /** The parent instance: only its children. */
+  parent?: string;
+  /** Only instances that should be moving and are not: `stuckReason` names why (docs/operations.md, "Runbook: stuck instances"). */
+  stuck?: boolean;
+  /** Created at or after this instant (ISO 8601). */
+  from?: string;
+  /** Created before this instant (ISO 8601). */
+  to?: string;
+  /** How long runnable counts as stuck. (Default: 60 000) */
+  pendingForMs?: number;
+  /** How long parked on a 202 without a `timeoutMs` counts as stuck. (Default: 86 400 000, a day) */
+  parkedForMs?: number;
+}
+
+/** Why an instance that should be moving is not; `stuckReason()` returns one of these or NULL. */
+export const STUCK_REASONS = [
+  // held by a worker whose lease ran out
+  'lease_expired',
+  // a timer overdue, named by what it ends: a decision's deadline, a 202's timeoutMs, a delay, a child's end
+  'deadline_passed',
+  'callback_overdue',
+  'delay_overdue',
+  'children_overdue',
+  // runnable (pending, compensating and unheld, or woken and not yet claimed) for longer than pendingForMs
+  'pending_too_long',
+  // parked on a 202 that set no timeoutMs, for longer than parkedForMs: no timer will ever end it
+  'callback_parked',
+] as const;
+export type StuckReason = (typeof STUCK_REASONS)[number];
+
+/** When an instance counts as stuck; each call may override them. */
+export interface StuckThresholds {
+  /** How long runnable and unclaimed counts as stuck. (Default: 60 000, a minute) */
+  pendingForMs: number;
+  /** How long parked on a 202 without a `timeoutMs` counts as stuck. (Default: 86 400 000, a day) */
+  parkedForMs: number;
+}
+export const STUCK_DEFAULTS: StuckThresholds = { pendingForMs: 60_000, parkedForMs: 86_400_000 };
+
+/**
+ * The one definition of "stuck", over the `workflows` row aliased `w`: each reason with the
+ * condition that gives it, first that holds wins. `pendingMs` and `parkedMs` are placeholders
+ * (`$n`). A stuck listing decides it only for `stuckCandidates()`.
+ */
+function stuckConditions(w: string, pendingMs: string, parkedMs: string): [reasonSql: string, condition: string][] {
+  const overdue = `SELECT t.workflow_id FROM timers t WHERE t.fire_at < now()`;
+  const purpose = `(SELECT CASE t.purpose WHEN 'deadline' THEN 'deadline_passed' WHEN 'callback' THEN 'callback_overdue' ELSE t.purpose || '_overdue' END
+                      FROM timers t WHERE t.workflow_id = ${w}.id AND t.fire_at < now() ORDER BY t.fire_at LIMIT 1)`;
+  return [
+    [`'lease_expired'`, `${w}.state IN ('processing', 'compensating') AND ${w}.lease_expires_at < now()`],
+    [purpose, `${w}.state = 'waiting' AND ${w}.id IN (${overdue})`],
+    [
+      `'pending_too_long'`,
+      `${w}.run_at < now() - ${pendingMs}::float8 * interval '1 millisecond'
+       AND (${w}.state = 'pending' OR (${w}.state = 'compensating' AND ${w}.lease_expires_at IS NULL) OR (${w}.state = 'waiting' AND ${w}.wakes IS NOT NULL))`,
+    ],
+    [
+      `'callback_parked'`,
+      `${w}.state = 'waiting' AND ${w}.updated_at < now() - ${parkedMs}::float8 * interval '1 millisecond' AND ${w}.wakes IS NULL
+       AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.workflow_id = ${w}.id)
+       AND (SELECT v.doc->'steps'->${w}.current_step->>'kind' FROM logic_versions v
+             WHERE v.env_id = ${w}.env_id AND v.logic_id = ${w}.logic_id AND v.version = ${w}.version) IN ('proxy', 'http')`,
+    ],
+  ];
+}
+
+/** The stuck reason of the row aliased `w` as a SQL expression: one of `STUCK_REASONS`, or NULL. */
+export function stuckReason(w: string, pendingMs: string, parkedMs: string): string {
+  return `(CASE ${stuckConditions(w, pendingMs, parkedMs)
+    .map(([reason, when]) => `WHEN ${when} THEN ${reason}`)
+    .join(' ')} END)`;
+}
+
+/**
+ * The ids that may be stuck, each branch read from an index (workflows_leased, timers_due,
+ * workflows_runnable, and for parked callbacks workflows_live, from the proxy and http steps of
+ * each version); the exact reason is then decided for these rows only. Deciding it for every live
+ * row instead took 0.7 s at 200,000 instances parked on a delay.
+ */
+function stuckCandidates(pendingMs: string, parkedMs: string): string {
+  return `SELECT c.id FROM workflows c WHERE c.state IN ('processing', 'compensating') AND c.lease_expires_at < now()
+    UNION ALL SELECT t.workflow_id FROM timers t WHERE t.fire_at < now()
+    UNION ALL SELECT c.id FROM workflows c
+      WHERE (c.state IN ('pending', 'compensating') OR (c.state = 'waiting' AND c.wakes IS NOT NULL))
+        AND c.run_at < now() - ${pendingMs}::float8 * interval '1 millisecond'
+    UNION ALL SELECT c.id FROM logic_versions v CROSS JOIN LATERAL jsonb_each(v.doc->'steps') s(name, def)
+      JOIN workflows c ON c.env_id = v.env_id AND c.logic_id = v.logic_id AND c.version = v.version AND c.state = 'waiting' AND c.current_step = s.name
+      WHERE s.def->>'kind' IN ('proxy', 'http') AND c.wakes IS NULL AND c.updated_at < now() - ${parkedMs}::float8 * interval '1 millisecond'`;
+}
+
+/** True when the row aliased `w` is stuck. */
+function isStuck(w: string, pendingMs: string, parkedMs: string): string {
+  return `(${w}.id IN (${stuckCandidates(pendingMs, parkedMs)}) AND ${stuckReason(w, pendingMs, parkedMs)} IS NOT NULL)`;
+}
+
+/**
+ * The filter's WHERE clause over `workflows` aliased `w`, every value pushed to `params` as a
+ * placeholder. `reason()` is the row's stuck reason under the filter's thresholds, for a SELECT
+ * list (its placeholders are pushed on first use: Postgres refuses a parameter no statement uses).
+ */
+export function filterClause(f: WorkflowFilter, params: unknown[]): { where: string; reason: () => string } {
+  const at = (v: unknown) => {
+    params.push(v);
+    return `$${params.length}`;
+  };
+  let thresholds: [string, string] | undefined;
+  const limits = () => {
+    thresholds ??= [at(f.pendingForMs ?? STUCK_DEFAULTS.pendingForMs), at(f.parkedForMs ?? STUCK_DEFAULTS.parkedForMs)];
+    return thresholds;
+  };
+  const reason = () => stuckReason('w', ...limits());
+  const where: string[] = [];
+  if (f.state !== undefined) where.push(`w.state = ${at(f.state)}`);
+  if (f.logicId !== undefined) where.push(`w.logic_id = ${at(f.logicId)}`);
+  if (f.version !== undefined) where.push(`w.version = ${at(f.version)}::int`);
+  if (f.correlationId !== undefined) where.push(`w.correlation_id = ${at(f.correlationId)}`);
+  if (f.parent !== undefined) where.push(`w.parent_id = ${at(f.parent)}::uuid`);
+  if (f.from !== undefined) where.push(`w.created_at >= ${at(f.from)}::timestamptz`);
+  if (f.to !== undefined) where.push(`w.created_at < ${at(f.to)}::timestamptz`);
+  if (f.stuck === true) where.push(isStuck('w', ...limits()));
+  if (f.stuck === false) where.push(`${reason()} IS NULL`);
+  return { where: where.length === 0 ? 'true' : where.join(' AND '), reason };
+}
