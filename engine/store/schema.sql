@@ -64,13 +64,32 @@ DECLARE
   taken_rows workflows[];
 BEGIN
   PERFORM set_config('role', 'flow_engine', true);
-  WITH runnable AS (
-    SELECT id FROM workflows
-    WHERE (state IN ('pending', 'compensating') OR (state = 'waiting' AND wakes IS NOT NULL))
-      AND run_at <= statement_timestamp()
-      AND (lease_expires_at IS NULL OR lease_expires_at < statement_timestamp())
-    ORDER BY run_at LIMIT lim
-    FOR NO KEY UPDATE SKIP LOCKED
+  WITH RECURSIVE envs AS (
+    -- each env with a runnable instance, due or not: one index probe per env (a skip scan)
+    (SELECT env_id FROM workflows
+     WHERE state IN ('pending', 'compensating') OR (state = 'waiting' AND wakes IS NOT NULL)
+     ORDER BY env_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT w.env_id FROM workflows w
+            WHERE (w.state IN ('pending', 'compensating') OR (w.state = 'waiting' AND w.wakes IS NOT NULL))
+              AND w.env_id > e.env_id
+            ORDER BY w.env_id LIMIT 1)
+    FROM envs e WHERE e.env_id IS NOT NULL
+  ), due AS (
+    -- each env's first `lim` due instances nobody holds, with their turn within the env
+    SELECT d.id, d.run_at, row_number() OVER (PARTITION BY e.env_id ORDER BY d.run_at) AS turn
+    FROM envs e CROSS JOIN LATERAL (
+      SELECT w.id, w.run_at FROM workflows w
+      WHERE w.env_id = e.env_id
+        AND (w.state IN ('pending', 'compensating') OR (w.state = 'waiting' AND w.wakes IS NOT NULL))
+        AND w.run_at <= statement_timestamp()
+        AND (w.lease_expires_at IS NULL OR w.lease_expires_at < statement_timestamp())
+      ORDER BY w.run_at LIMIT lim
+      FOR NO KEY UPDATE SKIP LOCKED
+    ) d
+    WHERE e.env_id IS NOT NULL
+  ), runnable AS (
+    SELECT id FROM due ORDER BY turn, run_at LIMIT lim
   ), orphaned AS (
     SELECT id FROM workflows
     WHERE state = 'processing' AND lease_expires_at < statement_timestamp()
@@ -378,14 +397,17 @@ $$;
 CREATE TABLE flow.audit (
     env_id text NOT NULL,
     id bigint NOT NULL,
-    workflow_id uuid NOT NULL,
+    workflow_id uuid,
     verb text NOT NULL,
     actor text NOT NULL,
     reason text,
     args jsonb DEFAULT '{}'::jsonb NOT NULL,
     before jsonb NOT NULL,
     after jsonb NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    logic_id text,
+    version integer,
+    CONSTRAINT audit_names_its_subject CHECK (((workflow_id IS NOT NULL) OR ((logic_id IS NOT NULL) AND (version IS NOT NULL))))
 );
 
 ALTER TABLE ONLY flow.audit FORCE ROW LEVEL SECURITY;
@@ -502,6 +524,7 @@ CREATE TABLE flow.logic_versions (
     doc jsonb NOT NULL,
     published_at timestamp with time zone DEFAULT now() NOT NULL,
     active boolean DEFAULT true NOT NULL,
+    grants jsonb DEFAULT '[]'::jsonb NOT NULL,
     CONSTRAINT logic_versions_version_check CHECK ((version >= 1))
 );
 
@@ -757,6 +780,12 @@ ALTER TABLE ONLY flow.workflows
     ADD CONSTRAINT workflows_pkey PRIMARY KEY (id);
 
 --
+-- Name: audit_version; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX audit_version ON flow.audit USING btree (logic_id, version, id) WHERE (workflow_id IS NULL);
+
+--
 -- Name: audit_workflow; Type: INDEX; Schema: flow; Owner: -
 --
 
@@ -793,10 +822,10 @@ CREATE INDEX timers_due ON flow.timers USING btree (fire_at);
 CREATE INDEX timers_workflow ON flow.timers USING btree (workflow_id);
 
 --
--- Name: workflows_idempotency; Type: INDEX; Schema: flow; Owner: -
+-- Name: workflows_idempotency_per_logic; Type: INDEX; Schema: flow; Owner: -
 --
 
-CREATE UNIQUE INDEX workflows_idempotency ON flow.workflows USING btree (env_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
+CREATE UNIQUE INDEX workflows_idempotency_per_logic ON flow.workflows USING btree (env_id, logic_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
 
 --
 -- Name: workflows_leased; Type: INDEX; Schema: flow; Owner: -
@@ -826,7 +855,7 @@ CREATE INDEX workflows_parent ON flow.workflows USING btree (parent_id, parent_s
 -- Name: workflows_runnable; Type: INDEX; Schema: flow; Owner: -
 --
 
-CREATE INDEX workflows_runnable ON flow.workflows USING btree (run_at) WHERE ((state = ANY (ARRAY['pending'::text, 'compensating'::text])) OR ((state = 'waiting'::text) AND (wakes IS NOT NULL)));
+CREATE INDEX workflows_runnable ON flow.workflows USING btree (env_id, run_at) WHERE ((state = ANY (ARRAY['pending'::text, 'compensating'::text])) OR ((state = 'waiting'::text) AND (wakes IS NOT NULL)));
 
 --
 -- Name: workflows_state; Type: INDEX; Schema: flow; Owner: -
@@ -1257,6 +1286,12 @@ GRANT SELECT,INSERT ON TABLE flow.logic_versions TO flow_engine;
 --
 
 GRANT UPDATE(active) ON TABLE flow.logic_versions TO flow_app;
+
+--
+-- Name: COLUMN logic_versions.grants; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT UPDATE(grants) ON TABLE flow.logic_versions TO flow_app;
 
 --
 -- Name: TABLE modules; Type: ACL; Schema: flow; Owner: -
