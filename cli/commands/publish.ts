@@ -23,12 +23,16 @@ export async function publishCommand(argv: string[]): Promise<number> {
   const args = parseArgs(argv);
   const to = flag(args, 'to');
   if (to === undefined || args.positionals.length > 0) throw new UsageError(`usage: ${PUBLISH_USAGE}`);
+  const overHttp = /^https?:\/\//i.test(to);
+  const token = flag(args, 'token') ?? process.env['FLOW_TOKEN'];
+  // a usage error first: it is what the caller fixes before anything else
+  if (overHttp && (token === undefined || token === '')) throw new UsageError('--to http(s)://… needs --token T (or FLOW_TOKEN): a JWT with flow:publish');
   const from = resolve(flag(args, 'from') ?? 'dist/flow');
   if (!existsSync(from)) {
     const which = flag(args, 'from') === undefined ? ' (the default --from)' : '';
     throw new FlowError('CLI_NO_ARTIFACTS', `${from}${which} does not exist: run s8flow compile first, or pass --from <the folder it wrote>`);
   }
-  if (/^https?:\/\//i.test(to)) return publishOverHttp(to, from, flag(args, 'token') ?? process.env['FLOW_TOKEN'], flag(args, 'env'));
+  if (overHttp) return publishOverHttp(to, from, token!, flag(args, 'env'));
   try {
     const result = await publish({ from, to: /^[a-z]+:\/\//i.test(to) ? to : resolve(to) });
     const lines = [`published to ${result.target}`];
@@ -48,8 +52,7 @@ export async function publishCommand(argv: string[]): Promise<number> {
  * One request per version, in dependency order. A conflict does not stop the others (each line
  * says what happened to its version), but any conflict or refusal makes the exit code 1.
  */
-async function publishOverHttp(baseUrl: string, from: string, token: string | undefined, env: string | undefined): Promise<number> {
-  if (token === undefined || token === '') throw new UsageError('--to http(s)://… needs --token T (or FLOW_TOKEN): a JWT with flow:publish');
+async function publishOverHttp(baseUrl: string, from: string, token: string, env: string | undefined): Promise<number> {
   const client = createFlowClient({ baseUrl, token, ...(env === undefined ? {} : { env }) });
   let failed = 0;
   for (const doc of publishOrder(await readArtifactDir(from))) {
