@@ -92,6 +92,12 @@ export const StepOutcome = z.discriminatedUnion('status', [
     /** transient failures are retried with backoff; permanent ones are not. */
     retryable: z.boolean(),
     retryAfterMs: z.number().min(0).optional(),
+    /**
+     * `taken`: the call took effect although the attempt failed (the service answered 2xx with a
+     * result the engine cannot store), so the step keeps its compensation. Absent, a permanent
+     * failure took no effect.
+     */
+    effect: z.literal('taken').optional(),
   }),
   /** 202 {"status":"waiting"}: the owning service completes the step later with the resume token. */
   z.object({ status: z.literal('parked') }),

@@ -83,17 +83,6 @@ export class CallbackNotAllowed extends FlowError {
   }
 }
 
-/** A callback repeated with another body than the one applied for its attempt. */
-export class CallbackAnsweredDifferently extends FlowError {
-  constructor(workflowId: string) {
-    super(
-      'FLOW_CALLBACK_ANSWERED_DIFFERENTLY',
-      `workflow ${workflowId} already took a different completion for this resume token; a token is answered once, and only a repeat of the same body answers again`,
-      { status: 409 },
-    );
-  }
-}
-
 export class SecretMissing extends FlowError {
   constructor(envVar: string) {
     super('FLOW_SECRET_MISSING', `${envVar} is not set: in production the engine does not sign with the development secret`, { status: 500 });

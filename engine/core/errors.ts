@@ -8,6 +8,16 @@ export class Refused extends FlowError {
   }
 }
 
+/** A callback repeated with another body than the one applied for its attempt. */
+export class CallbackAnsweredDifferently extends Refused {
+  constructor(workflowId: string) {
+    super(
+      'FLOW_CALLBACK_ANSWERED_DIFFERENTLY',
+      `workflow ${workflowId} already took a different completion for this resume token; a token is answered once, and only a repeat of the same body answers again`,
+    );
+  }
+}
+
 /**
  * An expression of the definition failed at run time (a JSONata type error, `$number("x")`, a
  * runaway that met the evaluation budget). Re-evaluating gives the same result, so it is a

@@ -217,6 +217,15 @@ function compensationUnprepared(d: Draft, index: number, error: FlowErrorBody, i
   d.instance.error = { code: 'FLOW_COMPENSATION_FAILED', message: `compensation of ${reg.step} cannot run: ${error.message}`, step: reg.step };
 }
 
+/**
+ * A failure that leaves nothing to undo: permanent, and not marked as having taken effect. A
+ * transient failure's outcome is unknown and a 2xx the engine could not store took effect: both
+ * keep the step's compensation (ARCHITECTURE.md, Compensation).
+ */
+export function tookNoEffect(outcome: StepOutcome): boolean {
+  return outcome.status === 'failed' && !outcome.retryable && outcome.effect !== 'taken';
+}
+
 /** The core's reaction to the result of the running attempt (a step or a compensation). */
 export async function onOutcome(logic: LogicVersion, inst: Instance, outcome: StepOutcome, goOn = false): Promise<Transition> {
   const running = inst.ctx.running;
@@ -267,7 +276,7 @@ export async function onOutcome(logic: LogicVersion, inst: Instance, outcome: St
     return d.done();
   }
   d.ctx.running = null;
-  if (!checked.retryable) {
+  if (tookNoEffect(checked)) {
     // A permanent refusal means the call took no effect: there is nothing of it to undo.
     d.ctx.compensations = d.ctx.compensations.filter((r) => !isRegistrationOf(r, running.step, running.generation, running.visit ?? 1));
   }

@@ -1,13 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
-  canonicalJson,
   CreateWorkflowRequest,
   type FlowError,
   type StepOutcome,
   TERMINAL_STATES,
   type WorkflowRecord,
 } from '../../contracts/index.ts';
-import { BadRequest, CallbackAnsweredDifferently, CallbackNotAllowed, SecretMissing, SettleTimeout } from '../errors.ts';
+import { BadRequest, CallbackNotAllowed, SecretMissing, SettleTimeout } from '../errors.ts';
 import { hostAllowed } from '../executors/allowlist.ts';
 import { createExecutors, type ExecutorOptions } from '../executors/index.ts';
 import type { Db } from '../store/db.ts';
@@ -31,6 +30,7 @@ import { startPinned } from './start-instance.ts';
 import { checkStorable, DEFAULT_MAX_INPUT_BYTES, DEFAULT_RETRY_AFTER_MAX_MS } from './storable.ts';
 import { type AuditRow, envOfWorkflow } from '../store/audit.ts';
 import { findAppliedCallback } from '../store/applied-callback.ts';
+import { answerRepeatedCallback } from '../core/repeated-callback.ts';
 import { decisionOf } from '../core/journal.ts';
 import type { ResumeArgs } from '../core/wake.ts';
 import { EngineMetrics } from './metrics.ts';
@@ -244,9 +244,8 @@ export class Engine {
   /** A token whose attempt is over: a repeat of the completion that ended it, or stale (`refusal`). */
   async #repeatedCallback(env: string, id: string, seq: number, outcome: StepOutcome, refusal: unknown) {
     const applied = await inEnv(this.db, env, (c) => findAppliedCallback(c, id, seq));
-    if (applied === null) throw refusal;
-    if (canonicalJson(applied.outcome) !== canonicalJson(outcome)) throw new CallbackAnsweredDifferently(id);
-    return { record: await this.get(id, env), state: applied.state };
+    const state = answerRepeatedCallback(id, applied, outcome, refusal);
+    return { record: await this.get(id, env), state };
   }
 
   /**

@@ -1,5 +1,6 @@
 import { FlowError } from '../../contracts/errors.ts';
 import type { FlowErrorBody, StepOutcome } from '../../contracts/index.ts';
+import { tookNoEffect } from '../core/flow.ts';
 import { DEFAULT_MAX_INPUT_BYTES, type StorableProblem, storableProblem } from '../core/storable.ts';
 import type { EffectResult } from '../executors/index.ts';
 
@@ -53,12 +54,15 @@ export function unstorableError(what: string, problem: StorableProblem): FlowErr
 
 /**
  * The outcome recorded instead of a result whose commit Postgres refused for its data (a SQLSTATE
- * of a data exception or a program limit): a permanent failure of the attempt.
+ * of a data exception or a program limit): a permanent failure of the attempt. Unless the result
+ * it replaces (`replaced`, null for a host call's record) was a failure that took no effect, the
+ * call took effect or may have, and the step keeps its compensation.
  */
-export function unstorableCommit(err: unknown): StepOutcome {
+export function unstorableCommit(err: unknown, replaced: StepOutcome | null): StepOutcome {
   const state = (err as { code?: unknown }).code;
   const message = `the store refused the attempt's result (SQLSTATE ${String(state)}): ${String((err as Error).message).slice(0, 300)}`;
-  return { status: 'failed', retryable: false, error: cleanError({ code: 'FLOW_RESULT_UNSTORABLE', message }) };
+  const error = cleanError({ code: 'FLOW_RESULT_UNSTORABLE', message });
+  return replaced !== null && tookNoEffect(replaced) ? { status: 'failed', retryable: false, error } : { status: 'failed', retryable: false, error, effect: 'taken' };
 }
 
 export interface ResultLimits {
@@ -72,19 +76,21 @@ const MAX_ERROR_MESSAGE = 2000;
 /**
  * An executor's result as the engine may record it, before the core sees it (so the journal and a
  * replay see the same): an output or a host call's record that cannot be stored becomes a
- * permanent failure of the attempt; an error's text is cut to well-formed Unicode without NUL;
+ * permanent failure of the attempt that took effect (its step keeps its compensation); an error's text is cut to well-formed Unicode without NUL;
  * a Retry-After wait is capped at `maxRetryAfterMs`. A result that needs none of it is returned
  * as it is.
  */
 export function storableResult(result: EffectResult, limits: ResultLimits): EffectResult {
   if (result.status === 'succeeded') {
     const problem = storableProblem(result.output, limits.maxBytes);
-    return problem === null ? result : { status: 'failed', retryable: false, error: unstorableError('the step output', problem) };
+    return problem === null ? result : { status: 'failed', retryable: false, error: unstorableError('the step output', problem), effect: 'taken' };
   }
   if (result.status === 'progress') {
     const call = result.record.calls.at(-1);
     const problem = call === undefined ? null : storableProblem(call, limits.maxBytes);
-    return problem === null ? result : { status: 'failed', retryable: false, error: unstorableError(`host call ${call!.n} (${call!.importName})`, problem) };
+    return problem === null
+      ? result
+      : { status: 'failed', retryable: false, error: unstorableError(`host call ${call!.n} (${call!.importName})`, problem), effect: 'taken' };
   }
   if (result.status === 'parked') return result;
   return storableFailure(result, limits);

@@ -362,7 +362,7 @@ export class WorkerPool {
         // Postgres refused the data of an attempt's result (checked before, yet refused): sending
         // it again cannot succeed, so the attempt fails permanently instead (storable.ts)
         if (!refusedForData(err) || (event.type !== 'outcome' && event.type !== 'progress')) throw err;
-        event = { type: 'outcome', outcome: unstorableCommit(err) };
+        event = { type: 'outcome', outcome: unstorableCommit(err, event.type === 'outcome' ? event.outcome : null) };
         t = (await apply(logic, instance, event, goOn))!;
         keep = keepsGoing(t, goOn);
         committed = await lease.committing(() => this.#commit(stored, t, event, token, keep ? { token, ttlMs: this.leaseMs } : null));

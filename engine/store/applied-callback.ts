@@ -1,4 +1,5 @@
 import type { StepOutcome } from '../../contracts/index.ts';
+import type { AppliedCallback } from '../core/repeated-callback.ts';
 import type { Client } from './tx.ts';
 
 /**
@@ -6,7 +7,7 @@ import type { Client } from './tx.ts';
  * with the decision it led to), and the state that decision left the instance in: what the first
  * delivery of a callback was answered with.
  */
-export async function findAppliedCallback(c: Client, workflowId: string, seq: number): Promise<{ outcome: StepOutcome; state: string } | null> {
+export async function findAppliedCallback(c: Client, workflowId: string, seq: number): Promise<AppliedCallback | null> {
   const res = await c.query<{ outcome: StepOutcome; state: string }>(
     `SELECT event->'outcome' AS outcome, decision->>'state' AS state FROM journal
      WHERE workflow_id = $1 AND event->>'type' = 'callback' AND (event->>'seq')::bigint = $2

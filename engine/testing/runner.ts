@@ -16,6 +16,7 @@ import { type Command, createInstance, type Instance, type JsonValue, type Runni
 import type { Transition } from '../core/transition.ts';
 import { claimedWork } from '../core/journal.ts';
 import { timerDueMs } from '../core/park.ts';
+import { type AppliedCallback, answerRepeatedCallback } from '../core/repeated-callback.ts';
 import type { ChildrenState, ResumeArgs } from '../core/wake.ts';
 import { funcExecutor } from '../executors/func.ts';
 import type { Attempt, EffectDef, Executors } from '../executors/index.ts';
@@ -108,7 +109,9 @@ export interface FlowHandle {
   resume(args: ResumeArgs): Promise<Instance>;
   /**
    * The owning service completes a step it answered with 202 (core `onCallback`), by default the
-   * one in `parkedSeq`. A duplicate or stale completion is refused with FLOW_STALE_TOKEN and changes nothing.
+   * one in `parkedSeq`. A repeat is answered as the engine answers it and changes nothing: the same
+   * body as the completion applied for that attempt answers as it did, another body is
+   * FLOW_CALLBACK_ANSWERED_DIFFERENTLY, and a token whose attempt took no completion is FLOW_STALE_TOKEN.
    */
   complete(outcome: StepOutcome, opts?: { seq?: number }): Promise<Instance>;
 }
@@ -175,6 +178,12 @@ export function fakeKey(def: EffectDef, domain: string): string {
 /** `host:<handler><path>`: the fake that answers a func module's host calls to `target`. */
 export function hostFakeKey(target: Target, domain: string): string {
   return `host:${target.handler ?? domain}${target.path}`;
+}
+
+/** The completion the trace applied for attempt `seq`, as the engine reads it from its journal. */
+function appliedCallback(trace: Trace, seq: number): AppliedCallback | null {
+  const e = trace.entries.find((x) => x.event.type === 'callback' && x.event.seq === seq && x.decision !== null);
+  return e === undefined || e.event.type !== 'callback' || e.decision === null ? null : { outcome: e.event.outcome, state: e.decision.state };
 }
 
 const RUNNABLE = new Set(['pending', 'processing', 'compensating']);
@@ -293,10 +302,21 @@ class Simulation {
     await this.#exclusive(() => this.#settle(this.now + ms));
   }
 
-  /** An input from outside (resume, callback): refused inputs throw and change nothing. */
+  /**
+   * An input from outside (resume, callback): refused inputs throw and change nothing. A callback
+   * for an attempt that is over is answered by the engine's rule (core `answerRepeatedCallback`).
+   */
   deliver(flow: Flow, event: TraceEvent): Promise<Instance> {
     return this.#exclusive(async () => {
-      this.#schedule(flow, await this.#commit(flow, event));
+      let t: Transition | null;
+      try {
+        t = await this.#commit(flow, event);
+      } catch (err) {
+        if (event.type !== 'callback' || (err as { code?: string }).code !== 'FLOW_STALE_TOKEN') throw err;
+        answerRepeatedCallback(flow.instance.id, appliedCallback(flow.trace, event.seq), event.outcome, err);
+        return flow.instance;
+      }
+      this.#schedule(flow, t);
       await this.#settle(this.now);
       return flow.instance;
     });

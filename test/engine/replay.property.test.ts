@@ -331,6 +331,14 @@ async function refused(h: FlowHandle, action: () => Promise<unknown>, code: stri
   expect(snapshot(h)).toEqual(before);
 }
 
+/** A repeat the runner must answer as the engine does (core `answerRepeatedCallback`): nothing changes either way. */
+async function repeated(h: FlowHandle, action: () => Promise<unknown>, code: string | null): Promise<void> {
+  if (code !== null) return refused(h, action, code);
+  const before = snapshot(h);
+  await action();
+  expect(snapshot(h)).toEqual(before);
+}
+
 async function driveWaiting(list: WaitShape[], childList: ChildKind[], schedule: O3[], childSchedule: O3[], script: Act[], n: number): Promise<Live> {
   const logic = waitLogicOf(list);
   const child = childLogicOf(childList);
@@ -357,6 +365,8 @@ async function driveWaiting(list: WaitShape[], childList: ChildKind[], schedule:
   const world = new World(fakeMap);
   const runner = new TestRunner(logic, world.fakes, { logics: [child] });
   const flow = await runner.start({ n });
+  /** The completions the service delivered and the core applied, by attempt seq. */
+  const applied = new Map<number, StepOutcome>();
   let completed: number | null = null;
   for (const act of script) {
     const step = waitingOn(flow);
@@ -378,13 +388,22 @@ async function driveWaiting(list: WaitShape[], childList: ChildKind[], schedule:
     } else if (act.t === 'complete') {
       if (step?.kind === 'proxy' && running !== null && flow.parkedSeq === running.seq) {
         completed = running.seq;
-        await flow.complete(outcomeOf(act.o, { completed: running.step }));
+        const outcome = outcomeOf(act.o, { completed: running.step });
+        await flow.complete(outcome);
+        applied.set(running.seq, outcome);
       } else {
-        await refused(flow, () => flow.complete(outcomeOf(act.o, null)), 'FLOW_STALE_TOKEN');
+        // a token whose attempt is over: a repeat of the completion it took, another body, or stale
+        const outcome = outcomeOf(act.o, null);
+        const took = flow.parkedSeq === null ? undefined : applied.get(flow.parkedSeq);
+        const code = took === undefined ? 'FLOW_STALE_TOKEN' : JSON.stringify(took) === JSON.stringify(outcome) ? null : 'FLOW_CALLBACK_ANSWERED_DIFFERENTLY';
+        await repeated(flow, () => flow.complete(outcome), code);
       }
     } else if (completed !== null) {
-      // the service's duplicate delivery of a completion that was already taken
-      await refused(flow, () => flow.complete(outcomeOf('ok', { again: true }), { seq: completed! }), 'FLOW_STALE_TOKEN');
+      // the service's duplicate delivery of a completion that was already taken: the same body is
+      // answered as the first delivery was, another body is refused
+      const seq = completed;
+      await repeated(flow, () => flow.complete(structuredClone(applied.get(seq)!), { seq }), null);
+      await refused(flow, () => flow.complete(outcomeOf('ok', { again: true }), { seq }), 'FLOW_CALLBACK_ANSWERED_DIFFERENTLY');
     }
   }
   return { logic, child, runner, flow, calls, world };

@@ -94,7 +94,7 @@ describe('TestRunner: waiting and time', () => {
 describe('TestRunner: 202-parked steps', () => {
   const logic = makeLogic({ start: 'capture', steps: { capture: { kind: 'proxy', path: '/capture', next: 'done' }, done: { kind: 'pass' } } });
 
-  it('completes through the parked seq; a duplicate completion is refused with FLOW_STALE_TOKEN and changes nothing', async () => {
+  it('completes through the parked seq; a repeat is answered as the engine answers it and changes nothing', async () => {
     const seen: number[] = [];
     const parked: Fake = (call) => {
       seen.push(call.seq);
@@ -106,7 +106,14 @@ describe('TestRunner: 202-parked steps', () => {
     await flow.complete({ status: 'succeeded', output: { captured: true } });
     expect(flow.instance.state).toBe('completed');
     const before = structuredClone({ instance: flow.instance, trace: flow.trace });
-    await expect(flow.complete({ status: 'succeeded', output: { again: true } })).rejects.toMatchObject({ code: 'FLOW_STALE_TOKEN' });
+    // the same body again: answered as the first delivery was
+    expect(await flow.complete({ status: 'succeeded', output: { captured: true } })).toEqual(before.instance);
+    expect({ instance: flow.instance, trace: flow.trace }).toEqual(before);
+    // another body for that attempt: answered differently
+    await expect(flow.complete({ status: 'succeeded', output: { again: true } })).rejects.toMatchObject({ code: 'FLOW_CALLBACK_ANSWERED_DIFFERENTLY' });
+    expect({ instance: flow.instance, trace: flow.trace }).toEqual(before);
+    // an attempt that took no completion: stale
+    await expect(flow.complete({ status: 'succeeded', output: { captured: true } }, { seq: 999 })).rejects.toMatchObject({ code: 'FLOW_STALE_TOKEN' });
     expect({ instance: flow.instance, trace: flow.trace }).toEqual(before);
     expect(flow.trace.entries.map((e) => e.event.type)).toEqual(['begin', 'outcome', 'callback']);
     expect(await replay(logic, flow.trace)).toEqual(flow.instance);
@@ -118,7 +125,8 @@ describe('TestRunner: 202-parked steps', () => {
     await flow.complete({ status: 'failed', retryable: true, error: { code: 'HTTP_503', message: 'later' } });
     expect(flow.instance.state).toBe('waiting');
     expect(flow.parkedSeq).not.toBe(first);
-    await expect(flow.complete({ status: 'succeeded', output: 1 }, { seq: first! })).rejects.toMatchObject({ code: 'FLOW_STALE_TOKEN' });
+    // the first attempt took the transient completion: another body for it is answered differently
+    await expect(flow.complete({ status: 'succeeded', output: 1 }, { seq: first! })).rejects.toMatchObject({ code: 'FLOW_CALLBACK_ANSWERED_DIFFERENTLY' });
     await flow.complete({ status: 'succeeded', output: 1 });
     expect(flow.instance.state).toBe('completed');
   });

@@ -6,7 +6,9 @@ import { main } from '../../cli/main.ts';
 import type { LogicVersion } from '../../contracts/index.ts';
 import type { Api } from '../../engine/api/server.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
+import { putModules } from '../../engine/store/put-modules.ts';
 import { inEnv } from '../../engine/store/tx.ts';
+import { buildTestModules } from '../host-functions/helpers/test-modules.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { settle } from '../support/engine.ts';
@@ -194,6 +196,31 @@ describeEachDriver('a version can do no more than its publisher', (getDb) => {
     expect(record).toMatchObject({ state: 'dead_lettered', error: { code: 'FLOW_COMPENSATION_FAILED' } });
     expect(record.steps.find((a) => a.kind === 'compensation')).toMatchObject({ state: 'failed', error: { code: 'FLOW_GRANT_HANDLER' } });
   });
+
+  it('a legacy version’s real module whose host function goes to an ungranted handler is refused before any host call', async () => {
+    const built = await buildTestModules(['one-call']);
+    try {
+      const sha256 = built.hash['one-call']!;
+      const doc = evil('legacy-host', {
+        start: 'score',
+        modules: { risk: { sha256, imports: { lookup: { handler: 'payments', method: 'POST', path: '/funds/capture' } } } },
+        steps: { score: { kind: 'func', module: 'risk', input: '{ "account": "acc-1" }' } },
+      });
+      await inEnv(getDb(), ENV, async (c) => {
+        await putModules(c, ENV, new Map([[sha256, await built.load(sha256)]]));
+        await c.query('INSERT INTO logic_versions (env_id, logic_id, version, hash, doc) VALUES ($1, $2, $3, $4, $5)', [ENV, doc.logicId, doc.version, doc.hash, JSON.stringify(doc)]);
+      });
+      const reached = payments.received.length;
+      const s = await engine.start({ env: ENV, logicId: doc.logicId, input: {} });
+      await settle(engine);
+      expect(payments.received).toHaveLength(reached);
+      const record = await engine.get(s.id, ENV);
+      expect(record).toMatchObject({ state: 'failed', error: { code: 'FLOW_GRANT_HANDLER' } });
+      expect(record.steps).toEqual([expect.objectContaining({ step: 'score', state: 'failed', error: expect.objectContaining({ code: 'FLOW_GRANT_HANDLER' }) })]);
+    } finally {
+      await built.cleanup();
+    }
+  }, 120_000);
 
   it('a handler profile that stops serving a definition refuses its calls at execution, not only at publish', async () => {
     const own = makeLogic({ logicId: 'team-a.served', domain: 'team-a', start: 'work', steps: { work: { kind: 'proxy', method: 'POST', path: '/work' } } });

@@ -47,6 +47,7 @@ describeEachDriver('unstorable step results', (getDb) => {
     svc = await new FakeService()
       .on('/call', () => answer)
       .on('/ok', () => ({ status: 200, body: { ok: true } }))
+      .on('/undo', () => ({ status: 200, body: { undone: true } }))
       .on('/later', () => ({ status: 202, body: { status: 'waiting' } }))
       .listen();
     engine = new Engine({ db: getDb(), env, maxInputBytes: CAP, executors: { handlers: new Map([['TEST', { url: svc.url }]]) } });
@@ -173,6 +174,37 @@ describeEachDriver('unstorable step results', (getDb) => {
     expect(r.error?.code).toBe('FLOW_RESULT_UNSTORABLE');
     expect(r.error?.message).toMatch(/SQLSTATE 22/);
     expect(svc.calls('/call').length - before).toBe(1);
+  });
+
+  it('a 2xx answer that cannot be stored took effect: the step keeps its compensation, which runs as the workflow fails', async () => {
+    answer = { status: 200, body: { s: 'a\u0000b' } };
+    const r = await runLogic(
+      uniqueLogic({
+        start: 'call',
+        steps: { call: { kind: 'proxy', path: '/call', handler: 'test', compensate: { kind: 'proxy', path: '/undo', handler: 'test' } } },
+      }),
+    );
+    expect(r.state).toBe('compensated');
+    expect(r.error?.code).toBe('FLOW_RESULT_UNSTORABLE');
+    const undo = svc.calls('/undo').filter((c) => c.headers['x-flow-workflow-id'] === r.id);
+    expect(undo.map((c) => c.headers['idempotency-key'])).toEqual([`${r.id}:call:0:compensate`]);
+  });
+
+  it('a result whose commit Postgres refuses took effect too: the step keeps its compensation', async () => {
+    answer = { status: 200, body: { ok: true } };
+    const r = await runLogic(
+      uniqueLogic({
+        start: 'call',
+        steps: {
+          call: { kind: 'proxy', path: '/call', handler: 'test', compensate: { kind: 'proxy', path: '/undo', handler: 'test' }, next: 'tell' },
+          tell: { kind: 'emit', event: 'x.done', payload: '{ "s": "a\\u0000b" }' },
+        },
+      }),
+    );
+    expect(r.state).toBe('compensated');
+    expect(r.error?.message).toMatch(/SQLSTATE 22/);
+    const undo = svc.calls('/undo').filter((c) => c.headers['x-flow-workflow-id'] === r.id);
+    expect(undo.map((c) => c.headers['idempotency-key'])).toEqual([`${r.id}:call:0:compensate`]);
   });
 
   it('only a refusal for the data is final: a lost connection, a shutdown or a deadlock is retried', () => {
