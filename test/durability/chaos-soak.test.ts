@@ -238,7 +238,8 @@ describe.skipIf(!process.env['DATABASE_URL'] || !PgCluster.available())(
       }
       violations.push(...(await storeViolations(db, svc.ledger, compensable)));
       violations.push(...(await attemptViolations(db)));
-      const audit = (await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM audit')).rows[0]!.n;
+      // rows about instances: publishes write audit rows of their own, on the version
+      const audit = (await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM audit WHERE workflow_id IS NOT NULL')).rows[0]!.n;
       const succeededVerbs = verbs.resume + verbs.cancel + verbs.retry;
       if (audit < succeededVerbs || audit > succeededVerbs + verbs.unknown) {
         violations.push(`${audit} audit rows for ${succeededVerbs} verbs that succeeded (and ${verbs.unknown} cut off by a fault)`);

@@ -170,7 +170,7 @@ describe.skipIf(!HAVE_CHROMIUM)('the console in chromium', () => {
     expect((await env.engine.settled(id, { env: 'tenant-a' })).state).toBe('dead_lettered');
     const page = await env.browser.newPage();
     const token = await env.token({ sub: 'tenant@a', scope: 'flow:read', envs: ['tenant-a', 'tenant-b'] });
-    await page.addInitScript((t) => (globalThis as unknown as { localStorage: { setItem(k: string, v: string): void } }).localStorage.setItem('flow.token', t), token);
+    await page.addInitScript((t) => (globalThis as unknown as { sessionStorage: { setItem(k: string, v: string): void } }).sessionStorage.setItem('flow.token', t), token);
     await page.goto(`${env.url}/ui/`);
     const picker = page.getByRole('combobox', { name: 'env' });
     await picker.waitFor();
