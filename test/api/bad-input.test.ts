@@ -7,7 +7,7 @@ import { describeEachDriver } from '../support/db.ts';
 import { settle } from '../support/engine.ts';
 import { FakeService } from '../support/fake-service.ts';
 import { snapshot } from './snapshot.ts';
-import { AUTH_SECRET, bearer } from './support.ts';
+import { AUTH_SECRET, bearer, parkedLogic } from './support.ts';
 import { buildApi } from '../../engine/api/server.ts';
 
 /**
@@ -20,16 +20,7 @@ const ENV = 'bad-env';
 const BODY_LIMIT = 4096;
 const PUBLISH_LIMIT = 64 * 1024;
 
-const parked = (): LogicVersion =>
-  makeLogic({
-    logicId: 'bi.parked',
-    start: 'ask',
-    steps: {
-      ask: { kind: 'proxy', handler: 'svc', path: '/later', next: 'approve' },
-      approve: { kind: 'decision', options: ['yes', 'no'], next: 'done' },
-      done: { kind: 'pass' },
-    },
-  });
+const parked = (): LogicVersion => parkedLogic('bi.parked');
 
 interface BodyRoute {
   name: string;

@@ -1,6 +1,8 @@
 import { SignJWT } from 'jose';
 import { type Api, buildApi } from '../../engine/api/server.ts';
 import type { Engine } from '../../engine/runtime/engine.ts';
+import type { LogicVersion } from '../../contracts/index.ts';
+import { makeLogic } from '../contracts/helpers.ts';
 
 export const AUTH_SECRET = 'test-secret-for-hs256-tokens-0123456789abcdef';
 
@@ -31,4 +33,18 @@ export async function bearer(c: TokenClaims = {}): Promise<{ authorization: stri
 /** The API in front of `engine`, for app.inject(): no port is opened. */
 export function testApi(engine: Engine, opts: { bodyLimit?: number } = {}): Promise<Api> {
   return buildApi({ engine, auth: { secret: AUTH_SECRET, production: false }, ...opts });
+}
+
+/** A definition that parks twice: on a 202 from handler `svc`, then on a decision. */
+export function parkedLogic(logicId: string, extra: Partial<LogicVersion> = {}): LogicVersion {
+  return makeLogic({
+    logicId,
+    start: 'ask',
+    steps: {
+      ask: { kind: 'proxy', handler: 'svc', path: '/later', next: 'approve' },
+      approve: { kind: 'decision', options: ['yes', 'no'], next: 'done' },
+      done: { kind: 'pass' },
+    },
+    ...extra,
+  });
 }

@@ -3,12 +3,11 @@ import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import type { LogicVersion } from '../../contracts/index.ts';
 import type { Api } from '../../engine/api/server.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
-import { makeLogic } from '../contracts/helpers.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { settle } from '../support/engine.ts';
 import { FakeService } from '../support/fake-service.ts';
 import { snapshot } from '../api/snapshot.ts';
-import { bearer, testApi } from '../api/support.ts';
+import { bearer, parkedLogic, testApi } from '../api/support.ts';
 
 /**
  * Input Postgres cannot hold — an integer past int4, a year it has no calendar for, an
@@ -19,17 +18,7 @@ import { bearer, testApi } from '../api/support.ts';
 
 const ENV = 'b500-env';
 
-const parked = (): LogicVersion =>
-  makeLogic({
-    logicId: 'b5.parked',
-    start: 'ask',
-    steps: {
-      ask: { kind: 'proxy', handler: 'svc', path: '/later', next: 'approve' },
-      approve: { kind: 'decision', options: ['yes', 'no'], next: 'done' },
-      done: { kind: 'pass' },
-    },
-    triggers: [{ event: 'b5.happened', input: '{}' }],
-  });
+const parked = (): LogicVersion => parkedLogic('b5.parked', { triggers: [{ event: 'b5.happened', input: '{}' }] });
 
 const deep = (n: number): string => `${'{"a":['.repeat(n / 2)}1${']}'.repeat(n / 2)}`;
 const cursor = (createdAt: string) => Buffer.from(JSON.stringify({ createdAt, id: randomUUID() })).toString('base64url');

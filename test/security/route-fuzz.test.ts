@@ -5,8 +5,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { LogicVersion } from '../../contracts/index.ts';
 import type { Api } from '../../engine/api/server.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
-import { testApi, bearer } from '../api/support.ts';
-import { makeLogic } from '../contracts/helpers.ts';
+import { bearer, parkedLogic, testApi } from '../api/support.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { settle } from '../support/engine.ts';
 import { FakeService } from '../support/fake-service.ts';
@@ -25,16 +24,7 @@ const SEED = Number(process.env['FUZZ_SEED'] ?? 20261204);
 const RUNS = Number(process.env['FUZZ_RUNS'] ?? 300);
 const CATALOGUE = new Set([...readFileSync(new URL('../../docs/errors.md', import.meta.url), 'utf8').matchAll(/`(FLOW_[A-Z0-9_]+)`/g)].map((m) => m[1]!));
 
-const parked = (): LogicVersion =>
-  makeLogic({
-    logicId: 'fz.parked',
-    start: 'ask',
-    steps: {
-      ask: { kind: 'proxy', handler: 'svc', path: '/later', next: 'approve' },
-      approve: { kind: 'decision', options: ['yes', 'no'], next: 'done' },
-      done: { kind: 'pass' },
-    },
-  });
+const parked = (): LogicVersion => parkedLogic('fz.parked');
 
 const deep = (n: number): unknown => {
   let v: unknown = 1;
