@@ -128,7 +128,7 @@ export class AuthKeysMissing extends FlowError {
 /** The caller's token lacks the scope (or its logicId glob does not match the definition). */
 export class ScopeMissing extends FlowError {
   constructor(subject: string, scope: string, what: string) {
-    super('FLOW_SCOPE_MISSING', `${subject} needs scope ${scope} (or ${scope}:<glob> matching its logicId) for ${what}`, { status: 403 });
+    super('FLOW_SCOPE_MISSING', `${subject} needs scope ${scope} (or ${scope}:<glob> matching its ${scope === 'flow:events' ? 'event type' : 'logicId'}) for ${what}`, { status: 403 });
   }
 }
 
