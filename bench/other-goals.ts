@@ -15,6 +15,7 @@ const BENCHES = [
   { script: 'compile.bench.ts', quick: true },
   { script: 'fairness.bench.ts', quick: true },
   { script: 'restate.bench.ts', quick: true },
+  { script: 'pooler.bench.ts', quick: true },
   { script: 'growth.bench.ts', quick: false },
   { script: 'timers.bench.ts', quick: false },
 ] as const;
