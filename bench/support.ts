@@ -6,9 +6,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 
-/** The smallest owning service: answers every POST with `body` (Default: `{"ok":true}`). */
-export async function minimalService(body = '{"ok":true}'): Promise<{ url: string; close(): Promise<void> }> {
+/**
+ * The smallest owning service: answers every POST with `body` (Default: `{"ok":true}`).
+ * `onCall` hears each call's X-Flow-Workflow-Id the moment its headers arrive.
+ */
+export async function minimalService(body = '{"ok":true}', onCall?: (workflowId: string) => void): Promise<{ url: string; close(): Promise<void> }> {
   const server = createServer((req, res) => {
+    onCall?.(String(req.headers['x-flow-workflow-id']));
     req.resume();
     req.on('end', () => {
       res.writeHead(200, { 'content-type': 'application/json' });

@@ -17,6 +17,7 @@ const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' })
 /** The variables the engine reads, each parsed once here. An empty value counts as unset. */
 const EnvSchema = z.object({
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL').optional(),
+  FLOW_DATABASE_LISTEN_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL').optional(),
   FLOW_SCHEMA: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must match ^[a-z_][a-z0-9_]{0,62}$').default('flow'),
   FLOW_ENV: z.string().max(64).default('default'),
   NODE_ENV: z.string().optional(),
@@ -45,6 +46,8 @@ const EnvSchema = z.object({
 export interface FlowConfig {
   /** `postgres://…` for `s8flow start`; unset elsewhere (an embedded store). */
   databaseUrl: string | undefined;
+  /** A direct connection for LISTEN when `databaseUrl` goes through a transaction-mode pooler (`?pgbouncer=true`). */
+  databaseListenUrl: string | undefined;
   /** The schema holding the tables. (Default: `flow`) */
   schema: string;
   /** The environment a request that names none acts in. (Default: `default`) */
@@ -108,6 +111,7 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): FlowConfig {
   }
   return {
     databaseUrl: env.DATABASE_URL,
+    databaseListenUrl: env.FLOW_DATABASE_LISTEN_URL,
     schema: env.FLOW_SCHEMA,
     env: env.FLOW_ENV,
     production,

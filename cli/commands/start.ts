@@ -41,7 +41,7 @@ export async function startCommand(argv: string[]): Promise<number> {
   if (workers > 1) return supervise(workers, argv.filter((a, i) => a !== '--workers' && argv[i - 1] !== '--workers'));
 
   const concurrency = intFlag(args, 'concurrency', 16);
-  const db = await openDb(url, { schema: config.schema, poolSize: concurrency + 4 });
+  const db = await openDb(url, { schema: config.schema, poolSize: concurrency + 4, ...(config.databaseListenUrl ? { listenUrl: config.databaseListenUrl } : {}) });
   const env = flag(args, 'env') ?? config.env;
   const artifacts = flag(args, 'artifacts');
   // the engine's structured lines (failures, retries, dead letters, compensations, lost leases) on stderr

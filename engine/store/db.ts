@@ -1,7 +1,7 @@
 import { PGlite } from '@electric-sql/pglite';
 import { createPgConfig } from '@electric-sql/pglite/node-postgres';
 import pg from 'pg';
-import { BadSchemaName } from './errors.ts';
+import { BadSchemaName, PoolerSearchPath } from './errors.ts';
 
 /** One handle on the store, whichever driver is underneath: the SQL is the same on both. */
 export interface Db {
@@ -22,6 +22,13 @@ export interface OpenDbOptions {
   schema?: string;
   /** Connections in the pool; PGlite always uses 1 (one session). (Default: 10) */
   poolSize?: number;
+  /**
+   * A direct connection for LISTEN when `url` goes through a transaction-mode pooler
+   * (`?pgbouncer=true`), where a LISTEN would land on whichever server connection the pooler
+   * picks. Without it a pooled store has no NOTIFY: the workers find new work by their idle poll.
+   * (Default: `url` itself when it is not pooled)
+   */
+  listenUrl?: string;
 }
 
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
@@ -34,12 +41,45 @@ const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 export async function openDb(url?: string, opts: OpenDbOptions = {}): Promise<Db> {
   const schema = opts.schema ?? 'flow';
   if (!SCHEMA_NAME.test(schema)) throw new BadSchemaName(schema);
-  if (url !== undefined && /^postgres(ql)?:\/\//.test(url)) return openPostgres(url, schema, opts.poolSize ?? 10);
+  if (url !== undefined && /^postgres(ql)?:\/\//.test(url)) return openPostgres(url, schema, opts.poolSize ?? 10, opts.listenUrl);
   return openPglite(url, schema);
 }
 
-function openPostgres(url: string, schema: string, max: number): Db {
-  const pool = new pg.Pool({ connectionString: url, max, options: `-c search_path=${schema}` });
+/**
+ * A client whose statements are all unnamed. A transaction-mode pooler (PgBouncer 1.18) gives
+ * each transaction whichever server connection is free, so a statement prepared under a name on
+ * one is missing on the next; unnamed statements are parsed with every execution instead.
+ */
+class UnnamedStatementsClient extends pg.Client {
+  // biome-ignore lint/suspicious/noExplicitAny: pg.Client#query has a dozen overloads; this passes every one through
+  override query(config: any, ...rest: any[]): any {
+    if (config !== null && typeof config === 'object' && 'name' in config) {
+      const { name: _unnamed, ...statement } = config;
+      return (super.query as (...args: unknown[]) => unknown)(statement, ...rest);
+    }
+    return (super.query as (...args: unknown[]) => unknown)(config, ...rest);
+  }
+}
+
+/**
+ * `?pgbouncer=true` on a postgres URL says a transaction-mode pooler is in between (the same
+ * switch Prisma reads). Then statements go unnamed, no startup `options` are sent (PgBouncer
+ * refuses or drops them), so the schema must come from the role's own search_path, and LISTEN
+ * needs a direct connection of its own (`listenUrl`).
+ */
+function pooled(url: string): { url: string; pooled: boolean } {
+  if (!/[?&]pgbouncer=/.test(url)) return { url, pooled: false };
+  const parsed = new URL(url);
+  const flag = parsed.searchParams.get('pgbouncer');
+  parsed.searchParams.delete('pgbouncer');
+  return { url: parsed.toString(), pooled: flag === 'true' || flag === '1' };
+}
+
+async function openPostgres(rawUrl: string, schema: string, max: number, listenUrl: string | undefined): Promise<Db> {
+  const { url, pooled: viaPooler } = pooled(rawUrl);
+  const pool = viaPooler
+    ? new pg.Pool({ connectionString: url, max, Client: UnnamedStatementsClient })
+    : new pg.Pool({ connectionString: url, max, options: `-c search_path=${schema}` });
   // An idle client that loses its connection (server restart) emits here; without a listener
   // the process would crash. The pool drops the client and opens a new one on next use.
   pool.on('error', () => {});
@@ -47,17 +87,32 @@ function openPostgres(url: string, schema: string, max: number): Db {
   // only to idle ones: unheard, that error crashed the process. The query in flight rejects with
   // it anyway, and the pool discards the broken client when it is released.
   pool.on('connect', (client) => client.on('error', () => {}));
-  const listener = new Listener(url);
+  if (viaPooler) await checkSearchPath(pool, schema);
+  const listenTo = listenUrl ?? (viaPooler ? undefined : url);
+  const listener = listenTo === undefined ? null : new Listener(listenTo);
   return {
     pool,
     schema,
     driver: 'postgres',
-    listen: (channel, onNotify) => listener.listen(channel, onNotify),
+    listen: (channel, onNotify) => (listener === null ? Promise.resolve(async () => {}) : listener.listen(channel, onNotify)),
     close: async () => {
-      await listener.close();
+      await listener?.close();
       await pool.end();
     },
   };
+}
+
+/** Behind a pooler the schema comes from the role (ALTER ROLE … SET search_path): check it does. */
+async function checkSearchPath(pool: pg.Pool, schema: string): Promise<void> {
+  const { rows } = await pool.query<{ path: string }>(`SELECT current_setting('search_path') AS path`).catch(async (err) => {
+    await pool.end();
+    throw err;
+  });
+  const first = (rows[0]?.path ?? '').split(',')[0]!.trim().replace(/^"(.*)"$/, '$1');
+  if (first !== schema) {
+    await pool.end();
+    throw new PoolerSearchPath(schema, rows[0]?.path ?? '');
+  }
 }
 
 type OnNotify = (payload: string) => void;

@@ -30,6 +30,17 @@ export function refusedForData(err: unknown): boolean {
   return state !== undefined && state.length === 5 && Object.values(DataRefusalClass).some((c) => state.startsWith(c));
 }
 
+/** Behind a transaction-mode pooler the connection's search_path must already name the schema. */
+export class PoolerSearchPath extends FlowError {
+  constructor(schema: string, found: string) {
+    super(
+      'FLOW_DB_SEARCH_PATH',
+      `the database URL goes through a pooler (?pgbouncer=true), which sends no startup options, and its connections' search_path is "${found}", not "${schema}": ` +
+        `give the engine's role the schema (ALTER ROLE <role> SET search_path = ${schema}) or set PgBouncer's connect_query for the database`,
+    );
+  }
+}
+
 export class VersionConflict extends FlowError {
   constructor(logicId: string, version: number, existing: string, offered: string) {
     super(
