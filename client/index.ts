@@ -11,6 +11,7 @@
 import type { CallbackRequest, CallbackResponse } from '../contracts/api/callbacks.ts';
 import type { DecisionRequest } from '../contracts/api/decisions.ts';
 import type { IngestEventBody, IngestEventResponse } from '../contracts/api/events.ts';
+import type { HandlerUsageList } from '../contracts/api/handlers.ts';
 import type { PublishVersionResponse, VersionList, VersionSummary } from '../contracts/api/logic-versions.ts';
 import type { Problem } from '../contracts/api/problem.ts';
 import type { StartWorkflowBody } from '../contracts/api/workflows.ts';
@@ -65,6 +66,8 @@ export interface FlowClient {
   listVersions(): Promise<VersionSummary[]>;
   /** Retires (`false`: new starts refused, running instances finish) or reactivates (`true`) a version. */
   setVersionActive(logicId: string, version: number, active: boolean): Promise<VersionSummary>;
+  /** Every handler profile and path the env's versions call, and whether each may be turned off now. */
+  handlerUsage(filter?: { handler?: string; path?: string }): Promise<HandlerUsageList>;
 }
 
 export function createFlowClient(opts: FlowClientOptions): FlowClient {
@@ -128,6 +131,10 @@ export function createFlowClient(opts: FlowClientOptions): FlowClient {
     async setVersionActive(logicId, version, active) {
       const path = `/v1/envs/${env}/logic-versions/${encodeURIComponent(logicId)}/${version}`;
       return (await call<VersionSummary>('PATCH', path, { active })).body;
+    },
+    async handlerUsage(filter = {}) {
+      const q = new URLSearchParams(Object.entries(filter).filter((e): e is [string, string] => e[1] !== undefined));
+      return (await call<HandlerUsageList>('GET', `/v1/envs/${env}/handlers${q.size > 0 ? `?${q}` : ''}`, undefined)).body;
     },
   };
 }

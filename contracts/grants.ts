@@ -5,7 +5,8 @@
  * The engine refuses a publish whose list is not empty, and refuses each listed effect again when
  * an instance reaches it (a version recorded before the rule, a profile that stopped serving it).
  */
-import type { Action, LogicVersion, StepDef } from './logic-version.ts';
+import { handlerCalls } from './handler-calls.ts';
+import type { LogicVersion } from './logic-version.ts';
 import { globToRegExp, grants } from './scopes.ts';
 
 /** The grant a version was published under, as recorded with its row. */
@@ -94,17 +95,8 @@ export function grantRefusals(logic: LogicVersion, grant: PublisherGrant, serves
         `${serves.variable} names no glob matching it and the publisher's flow:publish is narrowed`,
     });
   };
-  const effect = (step: string, part: 'step' | 'compensate', def: StepDef | Action) => {
-    if (def.kind === 'proxy') handler(step, part, def.handler ?? logic.domain);
-    if (def.kind === 'func') {
-      for (const [name, target] of Object.entries(logic.modules?.[def.module]?.imports ?? {})) {
-        handler(step, `import:${name}`, target.handler ?? logic.domain);
-      }
-    }
-  };
+  for (const call of handlerCalls(logic)) handler(call.step, call.part, call.handler);
   for (const [name, step] of Object.entries(logic.steps)) {
-    effect(name, 'step', step);
-    if (step.compensate !== undefined) effect(name, 'compensate', step.compensate);
     if (step.kind === 'children' && !mayStartChild(grant, step.logicId)) {
       refusals.push({
         code: 'FLOW_GRANT_CHILD',

@@ -14,6 +14,7 @@ export const LIFECYCLE_USAGE: Record<string, string> = {
   versions: 's8flow versions [logicId]',
   retire: 's8flow retire <logicId> <version>   (new starts refused; running instances finish)',
   reactivate: 's8flow reactivate <logicId> <version>',
+  handlers: 's8flow handlers [--handler NAME] [--path /p]   (who still calls each handler path; may it be turned off now)',
 };
 const COMMON = ' [--url URL] [--token T] [--env E] [--json]';
 for (const k of Object.keys(LIFECYCLE_USAGE)) LIFECYCLE_USAGE[k] += COMMON;
@@ -93,6 +94,30 @@ const COMMANDS: Record<string, Run> = {
     const items = (await client.listVersions()).filter((v) => only === undefined || v.logicId === only);
     if (asJson) json({ items });
     else out(table(items, ['logicId', 'version', 'active', 'inFlight', 'publishedAt', 'hash']));
+  },
+
+  async handlers(client, args, usage, asJson) {
+    if (args.positionals.length > 0) throw new UsageError(`usage: ${usage}`);
+    const handler = flag(args, 'handler');
+    const path = flag(args, 'path');
+    const report = await client.handlerUsage({ ...(handler === undefined ? {} : { handler }), ...(path === undefined ? {} : { path }) });
+    if (asJson) {
+      json(report);
+      return;
+    }
+    const lines: string[] = [];
+    for (const h of report.items) {
+      lines.push(`${h.handler}: ${h.reason}`);
+      for (const p of h.paths) {
+        lines.push(`  ${p.methods.join('|')} ${p.path}: ${p.reason}`);
+        for (const v of p.versions) {
+          const live = Object.entries(v.live).map(([state, n]) => `${n} ${state}`).join(', ') || 'none live';
+          lines.push(`    ${v.logicId}@${v.version} ${v.active ? 'active' : 'retired'}, from ${v.calledFrom.join(', ')}; ${live}`);
+        }
+      }
+    }
+    if (report.unreadable > 0) lines.push(`(${report.unreadable} version(s) you may not read also call these; they count in every answer)`);
+    out(lines.length === 0 ? 'no version calls a handler matching that\n' : `${lines.join('\n')}\n`);
   },
 
   retire: (client, args, usage, asJson) => setActive(client, args, usage, asJson, false),

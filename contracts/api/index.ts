@@ -6,6 +6,7 @@ export * from './callbacks.ts';
 export * from './common.ts';
 export * from './decisions.ts';
 export * from './events.ts';
+export * from './handlers.ts';
 export * from './health.ts';
 export * from './logic-versions.ts';
 export * from './overview.ts';

@@ -13,6 +13,7 @@ import { callbackRoutes } from './routes/callbacks.ts';
 import { decisionRoutes } from './routes/decisions.ts';
 import { eventRoutes } from './routes/events.ts';
 import { healthRoutes } from './routes/health.ts';
+import { handlerRoutes } from './routes/handlers.ts';
 import { logicVersionRoutes } from './routes/logic-versions.ts';
 import { verbRoutes } from './routes/verbs.ts';
 import { workflowRoutes } from './routes/workflows.ts';
@@ -95,6 +96,7 @@ export async function buildApi(opts: ApiOptions): Promise<Api> {
   const { engine } = opts;
   await app.register(healthRoutes, { engine, accepting: () => accepting, metricsOpen: opts.metricsOpen ?? false });
   await app.register(logicVersionRoutes, { engine, publishBodyLimit });
+  await app.register(handlerRoutes, { engine });
   await app.register(workflowRoutes, { engine });
   await app.register(verbRoutes, { engine });
   await app.register(decisionRoutes, { engine });

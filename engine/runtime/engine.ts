@@ -16,6 +16,7 @@ import type { StuckThresholds } from '../store/workflow-filter.ts';
 import { loadRecord } from '../store/load-workflow.ts';
 import { asScheduler, inEnv } from '../store/tx.ts';
 import type { FuncRuntime } from '../../host-functions/index.ts';
+import type { HandlerUsageList } from '../../contracts/api/handlers.ts';
 import { dbFuncRuntime } from './module-store.ts';
 import { type ActedBy, type PublishResult, type VersionDetail, type VersionSummary, Versions } from './versions.ts';
 import { LogicCache } from './logic-cache.ts';
@@ -272,6 +273,15 @@ export class Engine {
   /** Every version published in the env, with whether it is active and how many instances run on it. */
   listVersions(env: string): Promise<VersionSummary[]> {
     return this.#versions.list(env);
+  }
+
+  /**
+   * Every handler profile and path the env's versions call (active or retired), with their live
+   * instances by state, and whether each may be turned off now. Versions `readable` refuses are
+   * counted in every verdict but not named.
+   */
+  handlerUsage(env: string, readable: (logicId: string) => boolean = () => true): Promise<HandlerUsageList> {
+    return this.#versions.handlerUsage(env, readable);
   }
 
   /** One version: its document, active flag, in-flight count, publication time and Mermaid diagram. */

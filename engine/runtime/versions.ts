@@ -7,6 +7,9 @@ import { ChildLogicMissing, GrantRefused, ModuleHashMismatch, ModuleInvalid, Mod
 import { type AuditRow, insertVersionAudit, listVersionAudit } from '../store/audit.ts';
 import type { Db } from '../store/db.ts';
 import { NotFound } from '../store/errors.ts';
+import type { HandlerUsageList } from '../../contracts/api/handlers.ts';
+import { handlerUsage } from '../core/handler-usage.ts';
+import { versionsWithLive } from '../store/handler-usage.ts';
 import { findVersionRow, listVersions, type VersionRow } from '../store/list-versions.ts';
 import { findLogicVersion, publishLogicVersion } from '../store/logic-versions.ts';
 import { putModules } from '../store/put-modules.ts';
@@ -103,6 +106,12 @@ export class Versions {
 
   list(env: string): Promise<VersionSummary[]> {
     return inEnv(this.db, env, (c) => listVersions(c));
+  }
+
+  /** Every handler path the env's versions call, and whether it may be turned off now (engine/core/handler-usage.ts). */
+  async handlerUsage(env: string, readable: (logicId: string) => boolean): Promise<HandlerUsageList> {
+    const versions = await inEnv(this.db, env, (c) => versionsWithLive(c));
+    return handlerUsage(versions.map((v) => ({ ...v, readable: readable(v.doc.logicId) })));
   }
 
   async get(env: string, logicId: string, version: number): Promise<VersionDetail> {
