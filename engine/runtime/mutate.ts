@@ -7,12 +7,14 @@ import { commitTransition } from '../store/commit-transition.ts';
 import type { Db } from '../store/db.ts';
 import { ConcurrentUpdate, NotFound, refusedForData } from '../store/errors.ts';
 import { loadWorkflow } from '../store/load-workflow.ts';
+import type { Stored } from '../store/rows.ts';
 import { replaceInput } from '../store/replace-input.ts';
 import { inEnv } from '../store/tx.ts';
 import { cancelTree } from './cancel-tree.ts';
 import type { LogicCache } from './logic-cache.ts';
 import { ChangeUnstorable } from './storable.ts';
 import type { TransitionObserver } from './observer.ts';
+import { traceResume } from './trace-spans.ts';
 
 export interface AuditOf {
   verb: string;
@@ -48,11 +50,12 @@ export async function mutateWorkflow(
   const { t, from } = await decide(db, logics, env, id, event, { audit, allow }).catch((err: unknown) => {
     throw refusedForData(err) ? new ChangeUnstorable(err) : err;
   });
-  observer?.onTransition?.(from, t, true);
+  traceResume(from, event);
+  observer?.onTransition?.(from.instance, t, true);
   return t;
 }
 
-function decide(db: Db, logics: LogicCache, env: string, id: string, event: TraceEvent, { audit, allow }: MutateOptions): Promise<{ t: Transition; from: Instance }> {
+function decide(db: Db, logics: LogicCache, env: string, id: string, event: TraceEvent, { audit, allow }: MutateOptions): Promise<{ t: Transition; from: Stored }> {
   return inEnv(db, env, async (c) => {
     const stored = await loadWorkflow(c, id, { forUpdate: true });
     if (stored === null) throw new NotFound(`workflow ${id}`);
@@ -67,7 +70,7 @@ function decide(db: Db, logics: LogicCache, env: string, id: string, event: Trac
     if (audit !== undefined) {
       await insertAudit(c, { workflowId: id, env, ...audit, before: summary(stored.instance), after: summary(t.instance) });
     }
-    return { t, from: stored.instance };
+    return { t, from: stored };
   });
 }
 

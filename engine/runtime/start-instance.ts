@@ -22,6 +22,8 @@ export interface StartSpec {
   requestedVersion?: number | null;
   /** Terminal-state notifications go here (a `callback` outbox row per terminal transition). */
   callbackUrl: string | null;
+  /** The start span's W3C traceparent, kept with the instance for its later spans (engine/tracing.ts). (Default: null) */
+  traceParent?: string | null;
 }
 
 /**
@@ -36,7 +38,7 @@ export async function startPinned(c: Client, logics: LogicCache, logic: LogicVer
   const initial = newInstance(logic, spec);
   const t = await begin(logic, initial);
   const hash = spec.idempotencyKey === null ? null : startRequestHash(logic.logicId, spec);
-  const started = await insertWorkflow(c, t, { idempotencyKey: spec.idempotencyKey, requestHash: hash, callbackUrl: spec.callbackUrl, initial });
+  const started = await insertWorkflow(c, t, { idempotencyKey: spec.idempotencyKey, requestHash: hash, callbackUrl: spec.callbackUrl, initial, traceParent: spec.traceParent ?? null });
   // an instance started before hashes were kept (null) answers any request, as it always did
   if (!started.created && started.requestHash !== null && started.requestHash !== hash) {
     throw new IdempotencyMismatch(spec.idempotencyKey!, started.id);
