@@ -1,4 +1,4 @@
-import { context, propagation, trace } from '@opentelemetry/api';
+import { context, type ProxyTracerProvider, propagation, trace } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import type { Telemetry } from './telemetry.ts';
@@ -18,6 +18,10 @@ export function startSdk(env: NodeJS.ProcessEnv): Telemetry {
   });
   sdk.start();
   return {
+    async flush() {
+      const provider = trace.getTracerProvider() as ProxyTracerProvider;
+      await (provider.getDelegate() as { forceFlush?(): Promise<void> }).forceFlush?.();
+    },
     async shutdown() {
       await sdk.shutdown();
       // back to the API's no-ops, so whatever runs after (a test, a bench case) is untraced

@@ -7,6 +7,8 @@
  * OTEL_TRACES_EXPORTER=none keep it off whatever else is set.
  */
 export interface Telemetry {
+  /** Exports the spans ended so far, now rather than at the next batch. */
+  flush(): Promise<void>;
   /** Exports the spans still buffered, then unregisters the SDK (spans are no-ops again): call once, at exit. */
   shutdown(): Promise<void>;
 }

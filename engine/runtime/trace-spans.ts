@@ -22,12 +22,13 @@ function stepAttributes(i: Instance) {
 
 /**
  * flow.queue_wait: from the moment a claimed instance became runnable (run_at: started, handed
- * over, a retry's backoff over) to its claim, now. Only for instances claimed runnable; a woken
- * waiting one gets its flow.timer span instead.
+ * over, a retry's backoff over) to its claim, now. Only for instances claimed runnable (the claim
+ * made a pending one `processing`); a woken waiting one gets its flow.timer span instead. An
+ * instance taken over from a holder that died counts its whole wait since run_at.
  */
 export function traceQueueWait(root: Context, stored: Stored): void {
   const { instance, timing } = stored;
-  if (timing === undefined || (instance.state !== 'pending' && instance.state !== 'compensating')) return;
+  if (timing === undefined || instance.state === 'waiting') return;
   const now = Date.now();
   // run_at is the database's clock: a skew never puts the start after the claim
   const span = tracer.startSpan('flow.queue_wait', { startTime: Math.min(timing.runAt.getTime(), now) }, root);
