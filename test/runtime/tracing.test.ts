@@ -34,8 +34,8 @@ interface OtlpValue {
   doubleValue?: number;
   arrayValue?: { values: OtlpValue[] };
 }
-const valueOf = (v: OtlpValue): unknown =>
-  v.stringValue ?? (v.intValue !== undefined ? Number(v.intValue) : (v.boolValue ?? v.doubleValue ?? v.arrayValue?.values.map(valueOf)));
+const otlpValue = (v: OtlpValue): unknown =>
+  v.stringValue ?? (v.intValue !== undefined ? Number(v.intValue) : (v.boolValue ?? v.doubleValue ?? v.arrayValue?.values.map(otlpValue)));
 
 /** A real OTLP/HTTP receiver on loopback: it takes the exporter's POST /v1/traces and keeps the spans. */
 class OtlpReceiver {
@@ -74,7 +74,7 @@ class OtlpReceiver {
             parentSpanId: (s['parentSpanId'] as string | undefined) ?? '',
             name: s['name'] as string,
             kind: s['kind'] as number,
-            attrs: Object.fromEntries(attributes.map((a) => [a.key, valueOf(a.value)])),
+            attrs: Object.fromEntries(attributes.map((a) => [a.key, otlpValue(a.value)])),
             links: ((s['links'] ?? []) as { traceId: string; spanId: string }[]).map((l) => ({ traceId: l.traceId, spanId: l.spanId })),
             status: (s['status'] ?? {}) as { code?: number },
           });
