@@ -33,8 +33,6 @@ import { findAppliedCallback } from '../store/applied-callback.ts';
 import { answerRepeatedCallback } from '../core/repeated-callback.ts';
 import { decisionOf } from '../core/journal.ts';
 import type { ResumeArgs } from '../core/wake.ts';
-import { context } from '@opentelemetry/api';
-import { endThrown, instanceAttributes, traceParentOf, tracer } from '../tracing.ts';
 import { EngineMetrics } from './metrics.ts';
 import { type FlowLogger, logObserver, silentLogger } from './log.ts';
 import type { TransitionObserver } from './observer.ts';
@@ -324,10 +322,6 @@ export class Engine {
     const callback = req.callback === undefined ? null : new URL(req.callback.url);
     if (callback !== null && !hostAllowed(this.#callbackHosts, callback)) throw new CallbackNotAllowed(callback.host);
     const env = req.env ?? this.env;
-    // the instance's trace: this span, a child of the caller's (its traceparent, made active by the
-    // API or the caller's own SDK), is what every later span of the instance is parented to
-    const span = tracer.startSpan('flow.start', undefined, context.active());
-    const traceParent = span.isRecording() ? traceParentOf(span) : null;
     const result = await inEnv(this.db, env, async (c) => {
       const found = await findStartableVersion(c, req.logicId, req.version);
       if (found === null) throw new NotFound(`LogicVersion ${req.logicId}${req.version ? `@${req.version}` : ''}`);
@@ -340,17 +334,9 @@ export class Engine {
         idempotencyKey: req.idempotencyKey ?? null,
         requestedVersion: req.version ?? null,
         callbackUrl: req.callback?.url ?? null,
-        traceParent,
       });
-      if (span.isRecording()) {
-        span.setAttributes({ ...instanceAttributes({ env, logicId: logic.logicId, version: logic.version, id: started.id }), 'flow.created': started.created });
-      }
       return { ...started, record: withRecord ? await loadRecord(c, started.id) : null };
-    }).catch((err: unknown) => {
-      endThrown(span, err);
-      throw err;
     });
-    span.end();
     this.workers.wake();
     return result;
   }
