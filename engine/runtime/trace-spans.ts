@@ -1,4 +1,4 @@
-import { type Context, context, type Link, trace } from '@opentelemetry/api';
+import { type Context, context, type Link, ROOT_CONTEXT, trace } from '@opentelemetry/api';
 import type { TraceEvent } from '../core/journal.ts';
 import type { Instance } from '../core/instance.ts';
 import type { EffectResult } from '../executors/index.ts';
@@ -48,7 +48,8 @@ export async function traceAttempt(root: Context, instance: Instance, run: () =>
     span.setAttributes({ ...stepAttributes(instance), [ATTR.attempt]: running.attempt, 'flow.generation': running.generation });
   }
   try {
-    const result = await context.with(trace.setSpan(root, span), run);
+    // untraced (no SDK, and an instance started untraced): nothing to make active
+    const result = span.isRecording() || root !== ROOT_CONTEXT ? await context.with(trace.setSpan(root, span), run) : await run();
     endWith(span, result);
     return result;
   } catch (err) {
