@@ -7,6 +7,8 @@ import {
   type Span,
   type SpanContext,
   SpanStatusCode,
+  type Tracer,
+  type TracerProvider,
   trace,
 } from '@opentelemetry/api';
 
@@ -20,7 +22,14 @@ import {
  * flow.start, flow.queue_wait, flow.attempt, flow.compensation, flow.module_run, flow.host_call,
  * flow.timer, flow.decision.wait, flow.decision.answer, and the HTTP client span (`POST`, …).
  */
-export const tracer = trace.getTracer('sentin8-flow');
+export function tracer(): Tracer {
+  // the API's proxy tracer keeps the first SDK tracer it finds for good, even once that SDK is shut
+  // down and unregistered: a new one is taken whenever the global provider changes
+  const provider = trace.getTracerProvider();
+  if (provider !== current.provider) current = { provider, tracer: provider.getTracer('sentin8-flow') };
+  return current.tracer;
+}
+let current: { provider: TracerProvider | null; tracer: Tracer } = { provider: null, tracer: trace.getTracer('sentin8-flow') };
 
 /** Attribute names the engine's spans carry. */
 export const ATTR = {

@@ -122,7 +122,7 @@ async function traced<T extends { status: string; error?: { code: string; messag
   attributes: Record<string, string | number>,
   work: () => Promise<T>,
 ): Promise<T> {
-  const span = tracer.startSpan(name, { attributes }, context.active());
+  const span = tracer().startSpan(name, { attributes }, context.active());
   try {
     const out = await context.with(trace.setSpan(context.active(), span), work);
     endWith(span, out);

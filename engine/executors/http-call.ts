@@ -33,7 +33,7 @@ const MAX_ERROR_BODY = 500;
 export async function callHttp(call: HttpCall): Promise<StepOutcome> {
   // the HTTP client span, child of the attempt (or host call) active now; the service gets its
   // traceparent, so its own spans join the instance's trace
-  const span = tracer.startSpan(call.method, { kind: SpanKind.CLIENT }, context.active());
+  const span = tracer().startSpan(call.method, { kind: SpanKind.CLIENT }, context.active());
   const traceparent = traceParentOf(span);
   if (traceparent === null) {
     span.end();

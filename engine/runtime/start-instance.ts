@@ -35,7 +35,7 @@ export async function startPinned(c: Client, logics: LogicCache, logic: LogicVer
   // the instance's trace: this span, a child of the caller's (its traceparent, made active by the
   // API, or by the caller's own SDK in process), is what every later span of the instance is
   // parented to (its traceparent is stored with the instance)
-  const span = tracer.startSpan('flow.start', undefined, context.active());
+  const span = tracer().startSpan('flow.start', undefined, context.active());
   try {
     const problems = schemaProblems(logic.input, spec.input);
     if (problems.length > 0) throw new InputInvalid(`${logic.logicId}@${logic.version}`, problems);

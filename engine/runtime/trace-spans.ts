@@ -31,7 +31,7 @@ export function traceQueueWait(root: Context, stored: Stored): void {
   if (timing === undefined || instance.state === 'waiting') return;
   const now = Date.now();
   // run_at is the database's clock: a skew never puts the start after the claim
-  const span = tracer.startSpan('flow.queue_wait', { startTime: Math.min(timing.runAt.getTime(), now) }, root);
+  const span = tracer().startSpan('flow.queue_wait', { startTime: Math.min(timing.runAt.getTime(), now) }, root);
   if (span.isRecording()) span.setAttributes(stepAttributes(instance));
   span.end(now);
 }
@@ -43,7 +43,7 @@ export function traceQueueWait(root: Context, stored: Stored): void {
  */
 export async function traceAttempt(root: Context, instance: Instance, run: () => Promise<EffectResult>): Promise<EffectResult> {
   const running = instance.ctx.running;
-  const span = tracer.startSpan(running?.kind === 'compensation' ? 'flow.compensation' : 'flow.attempt', undefined, root);
+  const span = tracer().startSpan(running?.kind === 'compensation' ? 'flow.compensation' : 'flow.attempt', undefined, root);
   if (span.isRecording() && running !== null) {
     span.setAttributes({ ...stepAttributes(instance), [ATTR.attempt]: running.attempt, 'flow.generation': running.generation });
   }
@@ -62,7 +62,7 @@ export async function traceAttempt(root: Context, instance: Instance, run: () =>
 export async function traceWakes<T extends { event: TraceEvent } | null>(root: Context, stored: Stored, apply: () => Promise<T>): Promise<T> {
   const purposes = stored.wakes.filter((w) => w.purpose !== 'children').map((w) => w.purpose);
   if (purposes.length === 0) return apply();
-  const span = tracer.startSpan('flow.timer', undefined, root);
+  const span = tracer().startSpan('flow.timer', undefined, root);
   if (span.isRecording()) span.setAttributes({ ...stepAttributes(stored.instance), 'flow.timer.purposes': purposes });
   try {
     const applied = await apply();
@@ -89,16 +89,16 @@ export function traceResume(stored: Stored, event: TraceEvent): void {
   const links: Link[] = caller === null ? [] : [{ context: caller }];
   const attrs = stepAttributes(stored.instance);
   if (event.type === 'callback') {
-    const span = tracer.startSpan('flow.callback', { startTime: now, links }, root);
+    const span = tracer().startSpan('flow.callback', { startTime: now, links }, root);
     if (span.isRecording()) span.setAttributes(attrs);
     endWith(span, event.outcome);
     return;
   }
   const parkedAt = stored.timing?.updatedAt.getTime() ?? now;
-  const wait = tracer.startSpan('flow.decision.wait', { startTime: Math.min(parkedAt, now) }, root);
+  const wait = tracer().startSpan('flow.decision.wait', { startTime: Math.min(parkedAt, now) }, root);
   if (wait.isRecording()) wait.setAttributes({ ...attrs, [ATTR.step]: event.args.step });
   wait.end(now);
-  const answer = tracer.startSpan('flow.decision.answer', { startTime: now, links }, root);
+  const answer = tracer().startSpan('flow.decision.answer', { startTime: now, links }, root);
   if (answer.isRecording()) answer.setAttributes({ ...attrs, [ATTR.step]: event.args.step, 'flow.decision.option': event.args.option });
   answer.end();
 }

@@ -7,6 +7,7 @@ import { type Telemetry, startTelemetry, tracingWanted } from '../../cli/telemet
 import { trace } from '@opentelemetry/api';
 import type { Api } from '../../engine/api/server.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
+import { tracer } from '../../engine/tracing.ts';
 import type { Db } from '../../engine/store/db.ts';
 import { createFuncRuntime, type FuncRuntime } from '../../host-functions/index.ts';
 import { bearer, testApi } from '../api/support.ts';
@@ -306,6 +307,13 @@ describe.skipIf(!process.env['DATABASE_URL'])('a payment traced end to end (post
     const http = spans.filter((s) => s.kind === 3);
     expect(http.map((h) => h.parentSpanId)).toEqual([calls[0]!.spanId]);
     expect(svc.calls('/lookup').at(-1)!.headers['traceparent']).toBe(`00-${start.traceId}-${http[0]!.spanId}-01`);
+  });
+
+  it("once the SDK is shut down, the engine's spans are no-ops again", async () => {
+    expect(tracer().startSpan('x').isRecording()).toBe(true);
+    await telemetry!.shutdown();
+    telemetry = null;
+    expect(tracer().startSpan('x').isRecording()).toBe(false);
   });
 });
 
