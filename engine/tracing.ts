@@ -74,9 +74,9 @@ export function callerContext(headers: Record<string, string | string[] | undefi
   return contextOf(Array.isArray(h) ? h[0] : h);
 }
 
-/** The span context of the caller active now, to link a span that continues an instance to it; null when there is none. */
-export function activeCaller(): SpanContext | null {
-  const sc = trace.getSpanContext(context.active());
+/** The caller's span context (given, or active now), to link a span that continues an instance to it; null when there is none. */
+export function callerOf(given?: Context): SpanContext | null {
+  const sc = trace.getSpanContext(given ?? context.active());
   return sc !== undefined && isSpanContextValid(sc) ? sc : null;
 }
 

@@ -1,4 +1,4 @@
-import { context, trace } from '@opentelemetry/api';
+import { type Context, trace } from '@opentelemetry/api';
 import type { LogicVersion, StepOutcome, Target } from '../../contracts/index.ts';
 import type { FuncRunResult, FuncRuntime } from '../../host-functions/index.ts';
 import { RETRYABLE_FUNC_CODES } from '../../host-functions/index.ts';
@@ -74,7 +74,7 @@ export function funcExecutor(runtime: FuncRuntime, transport: HostTransport, now
     if ('status' in run) return run;
     const { mod, record } = run;
     const moduleRun = () => abandonedWith(run, [a.signal, a.halt]);
-    const result = await traced('flow.module_run', { 'flow.module': def.module, 'flow.host_calls.recorded': record.calls.length }, moduleRun);
+    const result = await traced(a.trace, 'flow.module_run', { 'flow.module': def.module, 'flow.host_calls.recorded': record.calls.length }, moduleRun);
     if (result.status === 'done') return { status: 'succeeded', output: result.output };
     if (result.status === 'failed') {
       return { status: 'failed', retryable: RETRYABLE_FUNC_CODES.has(result.error.code as never), error: result.error };
@@ -86,8 +86,9 @@ export function funcExecutor(runtime: FuncRuntime, transport: HostTransport, now
       return { status: 'failed', retryable: true, error: { code: 'ABORTED', message: `host call ${importName} not made: ${String(a.signal.reason)}` } };
     }
     const target = mod.imports[importName]!;
-    const call = () => transport({ target, importName, n, request, idempotencyKey: keys.hostCall(a.running.idempotencyKey, n), attempt: a });
-    const outcome = await traced('flow.host_call', { 'flow.host_call.import': importName, 'flow.host_call.n': n }, call);
+    // the call's HTTP client span is the host call span's child
+    const call = (trace?: Context) => transport({ target, importName, n, request, idempotencyKey: keys.hostCall(a.running.idempotencyKey, n), attempt: { ...a, trace } });
+    const outcome = await traced(a.trace, 'flow.host_call', { 'flow.host_call.import': importName, 'flow.host_call.n': n }, call);
     // a transient failure fails this attempt (the step's retry policy applies; the record stays)
     if (outcome.status === 'failed' && outcome.retryable) return outcome;
     const response =
@@ -113,18 +114,20 @@ export function funcExecutor(runtime: FuncRuntime, transport: HostTransport, now
 }
 
 /**
- * Runs `work` under a span, child of the attempt's, active while it runs (a host call's HTTP
- * client span is its child). The module run's span covers the wait for its result: a run started
- * ahead of the attempt began earlier.
+ * Runs `work` under a span, child of the attempt's (`parent`), giving it the span's context (a
+ * host call's HTTP client span is its child); untraced without a parent. The module run's span
+ * covers the wait for its result: a run started ahead of the attempt began earlier.
  */
 async function traced<T extends { status: string; error?: { code: string; message: string } | undefined }>(
+  parent: Context | undefined,
   name: string,
   attributes: Record<string, string | number>,
-  work: () => Promise<T>,
+  work: (trace?: Context) => Promise<T>,
 ): Promise<T> {
-  const span = tracer().startSpan(name, { attributes }, context.active());
+  if (parent === undefined) return work();
+  const span = tracer().startSpan(name, { attributes }, parent);
   try {
-    const out = await context.with(trace.setSpan(context.active(), span), work);
+    const out = await work(trace.setSpan(parent, span));
     endWith(span, out);
     return out;
   } catch (err) {
@@ -167,6 +170,7 @@ export function httpHostTransport(handlers: HandlerProfiles, maxBodyBytes?: numb
       body: request,
       timeoutMs: attempt.timeoutMs,
       signal: attempt.signal,
+      trace: attempt.trace,
       maxBodyBytes,
     });
   };

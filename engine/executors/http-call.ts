@@ -1,7 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
-import { context, SpanKind } from '@opentelemetry/api';
+import { type Context, SpanKind } from '@opentelemetry/api';
 import type { StepOutcome } from '../../contracts/index.ts';
 import { DEFAULT_MAX_INPUT_BYTES } from '../core/storable.ts';
 import { endWith, traceParentOf, tracer } from '../tracing.ts';
@@ -21,6 +21,8 @@ export interface HttpCall {
   signal?: AbortSignal;
   /** Resolves the host for this call only: the address the allowlist checked (allowlist.ts, `pinnedLookup`). */
   lookup?: LookupFunction;
+  /** The calling span's trace context (an attempt's, a host call's): the call gets a client span, and sends its `traceparent`. */
+  trace?: Context | undefined;
 }
 
 const MAX_ERROR_BODY = 500;
@@ -31,9 +33,10 @@ const MAX_ERROR_BODY = 500;
  * timeouts are transient (honouring Retry-After); any other 4xx is permanent.
  */
 export async function callHttp(call: HttpCall): Promise<StepOutcome> {
-  // the HTTP client span, child of the attempt (or host call) active now; the service gets its
-  // traceparent, so its own spans join the instance's trace
-  const span = tracer().startSpan(call.method, { kind: SpanKind.CLIENT }, context.active());
+  // the HTTP client span, child of the attempt (or host call); the service gets its traceparent,
+  // so its own spans join the instance's trace
+  if (call.trace === undefined) return classify(call);
+  const span = tracer().startSpan(call.method, { kind: SpanKind.CLIENT }, call.trace);
   const traceparent = traceParentOf(span);
   if (traceparent === null) {
     span.end();

@@ -1,3 +1,4 @@
+import type { Context } from '@opentelemetry/api';
 import type { LogicVersion } from '../../contracts/index.ts';
 import type { Instance } from '../core/instance.ts';
 import { apply, type TraceEvent } from '../core/journal.ts';
@@ -30,6 +31,8 @@ export interface MutateOptions {
   allow?: (inst: Instance, logic: LogicVersion) => void;
   /** Told of the transition once committed, as the worker loop tells it (metrics, log lines). */
   observer?: TransitionObserver;
+  /** The trace context of the request that brought the event (a decision, a completion): its spans link to it. */
+  caller?: Context;
 }
 
 /**
@@ -45,12 +48,12 @@ export async function mutateWorkflow(
   env: string,
   id: string,
   event: TraceEvent,
-  { audit, allow, observer }: MutateOptions = {},
+  { audit, allow, observer, caller }: MutateOptions = {},
 ): Promise<Transition> {
   const { t, from } = await decide(db, logics, env, id, event, { audit, allow }).catch((err: unknown) => {
     throw refusedForData(err) ? new ChangeUnstorable(err) : err;
   });
-  traceResume(from, event);
+  traceResume(from, event, caller);
   observer?.onTransition?.(from.instance, t, true);
   return t;
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { context } from '@opentelemetry/api';
+import { type Context, context } from '@opentelemetry/api';
 import { canonicalJson, type LogicVersion, sha256Hex } from '../../contracts/index.ts';
 import { begin } from '../core/flow.ts';
 import { createInstance, type Instance, type JsonValue } from '../core/instance.ts';
@@ -24,6 +24,8 @@ export interface StartSpec {
   requestedVersion?: number | null;
   /** Terminal-state notifications go here (a `callback` outbox row per terminal transition). */
   callbackUrl: string | null;
+  /** The caller's trace context, the start span's parent. (Default: the context active now) */
+  traceContext?: Context;
 }
 
 /**
@@ -35,7 +37,7 @@ export async function startPinned(c: Client, logics: LogicCache, logic: LogicVer
   // the instance's trace: this span, a child of the caller's (its traceparent, made active by the
   // API, or by the caller's own SDK in process), is what every later span of the instance is
   // parented to (its traceparent is stored with the instance)
-  const span = tracer().startSpan('flow.start', undefined, context.active());
+  const span = tracer().startSpan('flow.start', undefined, spec.traceContext ?? context.active());
   try {
     const problems = schemaProblems(logic.input, spec.input);
     if (problems.length > 0) throw new InputInvalid(`${logic.logicId}@${logic.version}`, problems);

@@ -1,9 +1,9 @@
-import { type Context, context, type Link, ROOT_CONTEXT, trace } from '@opentelemetry/api';
+import { type Context, type Link, ROOT_CONTEXT, trace } from '@opentelemetry/api';
 import type { TraceEvent } from '../core/journal.ts';
 import type { Instance } from '../core/instance.ts';
 import type { EffectResult } from '../executors/index.ts';
 import type { Stored } from '../store/rows.ts';
-import { ATTR, activeCaller, contextOf, endThrown, endWith, instanceAttributes, tracer } from '../tracing.ts';
+import { ATTR, callerOf, contextOf, endThrown, endWith, instanceAttributes, tracer } from '../tracing.ts';
 
 /**
  * The runtime's spans of an instance (engine/tracing.ts): each is parented to the instance's
@@ -38,18 +38,20 @@ export function traceQueueWait(root: Context, stored: Stored): void {
 
 /**
  * flow.attempt (or flow.compensation): one attempt of the instance's prepared step or
- * compensation, active while it runs, so the executor's own spans (module run, host calls, the
+ * compensation; `run` gets its context, so the executor's own spans (module run, host calls, the
  * HTTP client span that sends `traceparent`) are its children.
  */
-export async function traceAttempt(root: Context, instance: Instance, run: () => Promise<EffectResult>): Promise<EffectResult> {
+export async function traceAttempt(root: Context, instance: Instance, run: (trace?: Context) => Promise<EffectResult>): Promise<EffectResult> {
   const running = instance.ctx.running;
   const span = tracer().startSpan(running?.kind === 'compensation' ? 'flow.compensation' : 'flow.attempt', undefined, root);
   if (span.isRecording() && running !== null) {
     span.setAttributes({ ...stepAttributes(instance), [ATTR.attempt]: running.attempt, 'flow.generation': running.generation });
   }
   try {
-    // untraced (no SDK, and an instance started untraced): nothing to make active
-    const result = span.isRecording() || root !== ROOT_CONTEXT ? await context.with(trace.setSpan(root, span), run) : await run();
+    // the context is passed down, never made active: an active context costs every promise of the
+    // process an async hook (AsyncLocalStorage on Node 20). Untraced (no SDK, and an instance
+    // started untraced), there is none to pass.
+    const result = await run(span.isRecording() || root !== ROOT_CONTEXT ? trace.setSpan(root, span) : undefined);
     endWith(span, result);
     return result;
   } catch (err) {
@@ -81,11 +83,11 @@ export async function traceWakes<T extends { event: TraceEvent } | null>(root: C
  * completion of a parked step gives flow.callback. Both continue the instance's trace and link
  * to the caller's span (its `traceparent`), the request that resumed it.
  */
-export function traceResume(stored: Stored, event: TraceEvent): void {
+export function traceResume(stored: Stored, event: TraceEvent, callerContext?: Context): void {
   if (event.type !== 'resume' && event.type !== 'callback') return;
   const root = instanceContext(stored);
   const now = Date.now();
-  const caller = activeCaller();
+  const caller = callerOf(callerContext);
   const links: Link[] = caller === null ? [] : [{ context: caller }];
   const attrs = stepAttributes(stored.instance);
   if (event.type === 'callback') {

@@ -414,7 +414,7 @@ export class WorkerPool {
     if (lease.lost) return null;
     const began = performance.now();
     const halt = this.#halt.signal;
-    const attempt = () => executeAttempt(logic, instance, this.executors, this.tokens, { signal: lease.signal, halt }, this.timeoutCaps);
+    const attempt = (trace?: Context) => executeAttempt(logic, instance, this.executors, this.tokens, { signal: lease.signal, halt, trace }, this.timeoutCaps);
     const result = storableResult(await traceAttempt(root, instance, attempt), this.limits);
     if (halt.aborted && result.status === 'failed' && result.error.code === 'FUNC_ABORTED') return 'abandoned';
     this.observer.onAttempt?.(logic, instance, result, (performance.now() - began) / 1000);

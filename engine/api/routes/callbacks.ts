@@ -1,4 +1,3 @@
-import { context } from '@opentelemetry/api';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { CallbackParams, CallbackRequest, CallbackResponse } from '../../../contracts/api/callbacks.ts';
 import type { Engine } from '../../runtime/engine.ts';
@@ -31,7 +30,7 @@ export const callbackRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (
       const body = req.body;
       const completion = 'output' in body ? { output: body.output } : { error: body.error, ...(body.retryable === undefined ? {} : { retryable: body.retryable }) };
       // the instance's flow.callback span links to the service's request (W3C traceparent)
-      const { record, state } = await context.with(callerContext(req.headers), () => engine.completeCallback(req.params.resumeToken, completion));
+      const { record, state } = await engine.completeCallback(req.params.resumeToken, completion, { traceContext: callerContext(req.headers) });
       req.log.child({ workflowId: record.id, env: record.env }).info({ state }, 'callback completed a step');
       return { workflowId: record.id, state };
     },

@@ -1,4 +1,3 @@
-import { context } from '@opentelemetry/api';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DecisionParams, DecisionRequest } from '../../../contracts/api/decisions.ts';
 import { WorkflowRecordSchema } from '../../../contracts/api/workflows.ts';
@@ -33,7 +32,7 @@ export const decisionRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (
       const approver = { subject: who.subject, scopes: who.scopes };
       const args = { step, option, ...(payload === undefined ? {} : { payload: payload as never }), approver };
       // the instance's decision spans link to the approver's request (W3C traceparent)
-      const record = await context.with(callerContext(req.headers), () => engine.resume(id, args, { env, ...(reason === undefined ? {} : { reason }) }));
+      const record = await engine.resume(id, args, { env, ...(reason === undefined ? {} : { reason }), traceContext: callerContext(req.headers) });
       req.log.info({ step, option, approver: who.subject }, 'decision answered');
       return record;
     },

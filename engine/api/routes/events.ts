@@ -1,4 +1,3 @@
-import { context } from '@opentelemetry/api';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { EnvParams } from '../../../contracts/api/common.ts';
 import { IngestEventBody, IngestEventResponse } from '../../../contracts/api/events.ts';
@@ -30,7 +29,7 @@ export const eventRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (app
     async (req, reply) => {
       requireScope(principalOf(req), 'flow:events', req.body.type, `event ${req.body.type}`);
       // the instances it starts continue the sender's trace (W3C traceparent)
-      const result = await context.with(callerContext(req.headers), () => engine.ingestEvent({ ...req.body, env: req.params.env }));
+      const result = await engine.ingestEvent({ ...req.body, env: req.params.env }, { traceContext: callerContext(req.headers) });
       req.log.info({ event: req.body.type, started: result.ids, created: result.created, matched: result.matched }, 'event ingested');
       return reply.code(202).send(result);
     },

@@ -1,4 +1,3 @@
-import { context } from '@opentelemetry/api';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { EnvParams, WorkflowParams } from '../../../contracts/api/common.ts';
@@ -41,8 +40,8 @@ export const workflowRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (
       requireScope(principalOf(req), 'flow:start', req.body.logicId, `starting ${req.body.logicId}`);
       const key = req.headers['idempotency-key'];
       // the instance's trace continues the caller's (W3C traceparent)
-      const start = () => engine.startRecord({ ...req.body, env, ...(key === undefined ? {} : { idempotencyKey: key }) });
-      const { record, created } = await context.with(callerContext(req.headers), start);
+      const request = { ...req.body, env, ...(key === undefined ? {} : { idempotencyKey: key }) };
+      const { record, created } = await engine.startRecord(request, { traceContext: callerContext(req.headers) });
       req.log.child({ workflowId: record.id }).info({ logicId: req.body.logicId, created }, created ? 'workflow started' : 'start replayed');
       return reply.code(created ? 201 : 200).send(record);
     },
