@@ -227,7 +227,8 @@ async function round(counter: PgCounter, serviceUrl: string): Promise<Round> {
       // the same case, next to it, with every span sampled and exported (OTLP/HTTP, in process)
       const on = await traced(() => throughput(counter, 'proxy', serviceUrl, c));
       put('traced16', on.result);
-      r['traced16.spansPerStep'] = on.spans / (WORKFLOWS * STEPS);
+      // spans of every traced step: the warm-up's and the measured ones (their starts included)
+      r['traced16.spansPerStep'] = on.spans / ((WORKFLOWS + WARMUP) * STEPS);
       r['traced16.vsOff'] = r['traced16.rate']! / r['proxy16.rate']!;
     }
   }
