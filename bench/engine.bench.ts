@@ -21,6 +21,7 @@ import { makeLogic } from '../test/contracts/helpers.ts';
 import { apiStartThroughput } from './api-start.ts';
 import { floor, httpAlone } from './floor.ts';
 import { stepCommitLatencies } from './step-commit.ts';
+import { traced } from './tracing.ts';
 import { runOtherGoals } from './other-goals.ts';
 import { type Counts, fmt, type GoalRow, markdownTable, median, minimalService, PgCounter, percentile, pool, verdict } from './support.ts';
 import { Watch } from './watch.ts';
@@ -240,6 +241,14 @@ async function round(counter: PgCounter, serviceUrl: string): Promise<Round> {
     put(`proxy${c}`, await throughput(counter, 'proxy', serviceUrl, c));
     r[`proxy${c}.vsFloor`] = r[`proxy${c}.rate`]! / r[`httpCommit${c}.rate`]!;
     r[`proxy${c}.vsCommit`] = r[`proxy${c}.rate`]! / r[`commit${c}.rate`]!;
+    if (c === 16) {
+      // the same case, next to it, with every span sampled and exported (OTLP/HTTP, in process)
+      const on = await traced(() => throughput(counter, 'proxy', serviceUrl, c));
+      put('traced16', on.result);
+      // spans of every traced step: the warm-up's and the measured ones (their starts included)
+      r['traced16.spansPerStep'] = on.spans / ((WORKFLOWS + WARMUP) * STEPS);
+      r['traced16.vsOff'] = r['traced16.rate']! / r['proxy16.rate']!;
+    }
   }
   put('pass16', await throughput(counter, 'pass', serviceUrl, 16));
   r['pass16.vsCommit'] = r['pass16.rate']! / r['commit16.rate']!;
@@ -297,6 +306,14 @@ function table(m: (key: string) => number, others: GoalRow[]): string {
       ],
     );
   }
+  rows.push([
+    'engine: proxy steps, tracing on (every span sampled, OTLP/HTTP to an in-process receiver)',
+    '16',
+    `${fmt(m('traced16.rate'))} steps/s, ${fmt(m('traced16.spansPerStep'), 1)} spans/step exported`,
+    ...counts('traced16'),
+    `${fmt(m('traced16.vsOff'), 2)} of the same case untraced (${fmt(m('proxy16.rate'))} steps/s)`,
+    verdict('≥ 0.95 of untraced', m('traced16.vsOff') >= 0.95, fmt(m('traced16.vsOff'), 2)),
+  ]);
   rows.push(
     ['engine: pass steps (run in the start commit; starts counted)', '16', `${fmt(m('pass16.rate'))} steps/s`, ...counts('pass16'), `${fmt(m('pass16.vsCommit'), 2)} of commit only`, ''],
     [

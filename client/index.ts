@@ -8,6 +8,7 @@
  * await flow.completeCallback(resumeToken, { output: { captureId } });
  * ```
  */
+import { context, propagation } from '@opentelemetry/api';
 import type { CallbackRequest, CallbackResponse } from '../contracts/api/callbacks.ts';
 import type { DecisionRequest } from '../contracts/api/decisions.ts';
 import type { IngestEventBody, IngestEventResponse } from '../contracts/api/events.ts';
@@ -70,6 +71,17 @@ export interface FlowClient {
   handlerUsage(filter?: { handler?: string; path?: string }): Promise<HandlerUsageList>;
 }
 
+/**
+ * The W3C trace context of the caller's active span (`traceparent`, `tracestate`), through the
+ * propagator the caller's OpenTelemetry SDK registered: a start continues the caller's trace, and
+ * a decision links to it. Empty when the caller registered none.
+ */
+function traceHeaders(): Record<string, string> {
+  const carrier: Record<string, string> = {};
+  propagation.inject(context.active(), carrier);
+  return carrier;
+}
+
 export function createFlowClient(opts: FlowClientOptions): FlowClient {
   const base = opts.baseUrl.replace(/\/+$/, '');
   const env = encodeURIComponent(opts.env ?? 'default');
@@ -81,6 +93,7 @@ export function createFlowClient(opts: FlowClientOptions): FlowClient {
       res = await doFetch(`${base}${path}`, {
         method,
         headers: {
+          ...traceHeaders(),
           accept: 'application/json, application/problem+json',
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
           ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}),

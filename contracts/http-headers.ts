@@ -17,6 +17,9 @@ const RESERVED = new Set([
   'upgrade',
   'expect',
   'idempotency-key',
+  // W3C trace context: the engine sends the attempt's own (engine/tracing.ts)
+  'traceparent',
+  'tracestate',
 ]);
 
 /** True for a header name an `http` step may not set (case-insensitive); every `x-flow-*` is the engine's. */

@@ -9,6 +9,7 @@ import { createLogger } from '../../engine/runtime/log.ts';
 import { openDb } from '../../engine/store/db.ts';
 import { migrate } from '../../engine/store/migrate.ts';
 import { flag, intFlag, parseArgs, UsageError } from '../args.ts';
+import { startTelemetry } from '../telemetry.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/s8flow.mjs', import.meta.url));
 
@@ -40,6 +41,8 @@ export async function startCommand(argv: string[]): Promise<number> {
   const workers = intFlag(args, 'workers', 1);
   if (workers > 1) return supervise(workers, argv.filter((a, i) => a !== '--workers' && argv[i - 1] !== '--workers'));
 
+  // traces over OTLP/HTTP when OTEL_* asks for them (cli/telemetry.ts); otherwise nothing is loaded
+  const telemetry = await startTelemetry();
   const concurrency = intFlag(args, 'concurrency', 16);
   const db = await openDb(url, { schema: config.schema, poolSize: concurrency + 4, ...(config.databaseListenUrl ? { listenUrl: config.databaseListenUrl } : {}) });
   const env = flag(args, 'env') ?? config.env;
@@ -94,6 +97,7 @@ export async function startCommand(argv: string[]): Promise<number> {
   await api?.close();
   await engine.close();
   await db.close();
+  await telemetry?.shutdown();
   return 0;
 }
 

@@ -1,9 +1,11 @@
+import { type Context, trace } from '@opentelemetry/api';
 import type { LogicVersion, StepOutcome, Target } from '../../contracts/index.ts';
 import type { FuncRunResult, FuncRuntime } from '../../host-functions/index.ts';
 import { RETRYABLE_FUNC_CODES } from '../../host-functions/index.ts';
 import { type FuncRecord, funcKey, type JsonValue } from '../core/instance.ts';
 import { keys, unitHash } from '../core/retry.ts';
 import { authorizationFor, type HandlerProfiles, resolveHandler } from './handlers.ts';
+import { endThrown, endWith, tracer } from '../tracing.ts';
 import { callHttp } from './http-call.ts';
 import type { Attempt, EarlyAttempt, EffectDef, Executor } from './index.ts';
 
@@ -71,7 +73,8 @@ export function funcExecutor(runtime: FuncRuntime, transport: HostTransport, now
     const run = taken ?? start(def, a);
     if ('status' in run) return run;
     const { mod, record } = run;
-    const result = await abandonedWith(run, [a.signal, a.halt]);
+    const moduleRun = () => abandonedWith(run, [a.signal, a.halt]);
+    const result = await traced(a.trace, 'flow.module_run', { 'flow.module': def.module, 'flow.host_calls.recorded': record.calls.length }, moduleRun);
     if (result.status === 'done') return { status: 'succeeded', output: result.output };
     if (result.status === 'failed') {
       return { status: 'failed', retryable: RETRYABLE_FUNC_CODES.has(result.error.code as never), error: result.error };
@@ -83,7 +86,9 @@ export function funcExecutor(runtime: FuncRuntime, transport: HostTransport, now
       return { status: 'failed', retryable: true, error: { code: 'ABORTED', message: `host call ${importName} not made: ${String(a.signal.reason)}` } };
     }
     const target = mod.imports[importName]!;
-    const outcome = await transport({ target, importName, n, request, idempotencyKey: keys.hostCall(a.running.idempotencyKey, n), attempt: a });
+    // the call's HTTP client span is the host call span's child
+    const call = (trace?: Context) => transport({ target, importName, n, request, idempotencyKey: keys.hostCall(a.running.idempotencyKey, n), attempt: { ...a, trace } });
+    const outcome = await traced(a.trace, 'flow.host_call', { 'flow.host_call.import': importName, 'flow.host_call.n': n }, call);
     // a transient failure fails this attempt (the step's retry policy applies; the record stays)
     if (outcome.status === 'failed' && outcome.retryable) return outcome;
     const response =
@@ -106,6 +111,29 @@ export function funcExecutor(runtime: FuncRuntime, transport: HostTransport, now
     early.set(a.instance, run);
   };
   return execute;
+}
+
+/**
+ * Runs `work` under a span, child of the attempt's (`parent`), giving it the span's context (a
+ * host call's HTTP client span is its child); untraced without a parent. The module run's span
+ * covers the wait for its result: a run started ahead of the attempt began earlier.
+ */
+async function traced<T extends { status: string; error?: { code: string; message: string } | undefined }>(
+  parent: Context | undefined,
+  name: string,
+  attributes: Record<string, string | number>,
+  work: (trace?: Context) => Promise<T>,
+): Promise<T> {
+  if (parent === undefined) return work();
+  const span = tracer().startSpan(name, { attributes }, parent);
+  try {
+    const out = await work(trace.setSpan(parent, span));
+    endWith(span, out);
+    return out;
+  } catch (err) {
+    endThrown(span, err);
+    throw err;
+  }
 }
 
 /** A module run under way, with the module and the record it runs against. */
@@ -142,6 +170,7 @@ export function httpHostTransport(handlers: HandlerProfiles, maxBodyBytes?: numb
       body: request,
       timeoutMs: attempt.timeoutMs,
       signal: attempt.signal,
+      trace: attempt.trace,
       maxBodyBytes,
     });
   };

@@ -1,8 +1,10 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
+import { type Context, SpanKind } from '@opentelemetry/api';
 import type { StepOutcome } from '../../contracts/index.ts';
 import { DEFAULT_MAX_INPUT_BYTES } from '../core/storable.ts';
+import { endWith, traceParentOf, tracer } from '../tracing.ts';
 
 export interface HttpCall {
   method: string;
@@ -19,6 +21,8 @@ export interface HttpCall {
   signal?: AbortSignal;
   /** Resolves the host for this call only: the address the allowlist checked (allowlist.ts, `pinnedLookup`). */
   lookup?: LookupFunction;
+  /** The calling span's trace context (an attempt's, a host call's): the call gets a client span, and sends its `traceparent`. */
+  trace?: Context | undefined;
 }
 
 const MAX_ERROR_BODY = 500;
@@ -29,6 +33,26 @@ const MAX_ERROR_BODY = 500;
  * timeouts are transient (honouring Retry-After); any other 4xx is permanent.
  */
 export async function callHttp(call: HttpCall): Promise<StepOutcome> {
+  // the HTTP client span, child of the attempt (or host call); the service gets its traceparent,
+  // so its own spans join the instance's trace
+  if (call.trace === undefined) return classify(call);
+  const span = tracer().startSpan(call.method, { kind: SpanKind.CLIENT }, call.trace);
+  const traceparent = traceParentOf(span);
+  if (traceparent === null) {
+    span.end();
+    return classify(call);
+  }
+  if (span.isRecording()) {
+    const target = requestTarget(call.url);
+    span.setAttributes({ 'http.request.method': call.method, 'url.full': call.url, 'server.address': target.hostname, 'server.port': Number(target.port || (target.protocol === 'https:' ? 443 : 80)) });
+  }
+  const outcome = await classify({ ...call, headers: { ...call.headers, traceparent } });
+  if (outcome.status === 'failed' && outcome.error.status !== undefined) span.setAttribute('http.response.status_code', outcome.error.status);
+  endWith(span, outcome);
+  return outcome;
+}
+
+async function classify(call: HttpCall): Promise<StepOutcome> {
   let res: Answer;
   try {
     res = await send(call);

@@ -32,6 +32,7 @@ export function httpExecutor(allowlist: readonly string[], resolve: Resolve = sy
       body: a.input,
       timeoutMs: a.timeoutMs,
       signal: a.signal,
+      trace: a.trace,
       ...(lookup === undefined ? {} : { lookup }),
       maxBodyBytes,
     });

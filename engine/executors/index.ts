@@ -1,3 +1,4 @@
+import type { Context } from '@opentelemetry/api';
 import type { Action, LogicVersion, StepDef, StepOutcome } from '../../contracts/index.ts';
 import type { FuncRuntime } from '../../host-functions/index.ts';
 import { funcExecutor, httpHostTransport } from './func.ts';
@@ -26,6 +27,11 @@ export interface Attempt {
    * that spins does not hold the stop up; calls already out are let finish.
    */
   halt?: AbortSignal;
+  /**
+   * The attempt span's trace context (engine/tracing.ts): the executor's spans (module run, host
+   * calls, HTTP client) are its children, and a call sends `traceparent`. Absent when untraced.
+   */
+  trace?: Context;
 }
 
 /** A step outcome, or (func steps) a host call made that must be recorded before running on. */

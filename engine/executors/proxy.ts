@@ -14,6 +14,7 @@ export function proxyExecutor(handlers: HandlerProfiles, maxBodyBytes?: number):
       body: a.input,
       timeoutMs: a.timeoutMs,
       signal: a.signal,
+      trace: a.trace,
       maxBodyBytes,
     });
   };

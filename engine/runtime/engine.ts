@@ -34,6 +34,7 @@ import { findAppliedCallback } from '../store/applied-callback.ts';
 import { answerRepeatedCallback } from '../core/repeated-callback.ts';
 import { decisionOf } from '../core/journal.ts';
 import type { ResumeArgs } from '../core/wake.ts';
+import type { Context } from '@opentelemetry/api';
 import { EngineMetrics } from './metrics.ts';
 import { type FlowLogger, logObserver, silentLogger } from './log.ts';
 import type { TransitionObserver } from './observer.ts';
@@ -112,6 +113,15 @@ export interface SettleOptions {
   timeoutMs?: number;
 }
 
+/**
+ * The caller's trace context, for the entry points that start or resume an instance: the API
+ * passes the request's `traceparent` (engine/tracing.ts, `callerContext`). (Default: the context
+ * active now, as the caller's own OpenTelemetry SDK keeps it)
+ */
+export interface Traced {
+  traceContext?: Context;
+}
+
 /** The engine's entry points. Workers are not started until `workers.start()`. */
 export class Engine {
   readonly db: Db;
@@ -185,11 +195,12 @@ export class Engine {
    * approver needs `flow:decide` for the instance's definition and, where the step declares one,
    * its `approverScope`; its subject is audited and forwarded as X-Flow-Approved-By.
    */
-  async resume(id: string, args: ResumeArgs, opts: { env?: string; reason?: string } = {}): Promise<WorkflowRecord> {
+  async resume(id: string, args: ResumeArgs, opts: { env?: string; reason?: string } & Traced = {}): Promise<WorkflowRecord> {
     const env = opts.env ?? this.env;
     checkStorable('the decision payload', args.payload ?? null, this.#maxInputBytes);
     await mutateWorkflow(this.db, this.logics, env, id, { type: 'resume', args }, {
       observer: this.#observer,
+      ...(opts.traceContext === undefined ? {} : { caller: opts.traceContext }),
       allow: (inst) => authorize(args.approver, 'flow:decide', inst),
       audit: {
         verb: 'resume',
@@ -215,7 +226,7 @@ export class Engine {
    * completion already applied — the same token, the same body — answers as the first delivery
    * did and changes nothing; another body for that token is FLOW_CALLBACK_ANSWERED_DIFFERENTLY.
    */
-  async completeCallback(token: string, body: CompletionBody): Promise<{ record: WorkflowRecord; state: string }> {
+  async completeCallback(token: string, body: CompletionBody, opts: Traced = {}): Promise<{ record: WorkflowRecord; state: string }> {
     const { workflowId, seq } = this.tokens.verify(token);
     checkStorable('the completion', body, this.#maxInputBytes);
     const env = await asScheduler(this.db, (c) => envOfWorkflow(c, workflowId));
@@ -228,7 +239,8 @@ export class Engine {
     // back at once): give that commit a moment to land before refusing
     for (let waitedMs = 0; ; ) {
       try {
-        const t = await mutateWorkflow(this.db, this.logics, env, workflowId, { type: 'callback', seq, outcome }, { observer: this.#observer });
+        const caller = opts.traceContext === undefined ? {} : { caller: opts.traceContext };
+        const t = await mutateWorkflow(this.db, this.logics, env, workflowId, { type: 'callback', seq, outcome }, { observer: this.#observer, ...caller });
         this.workers.wake();
         return { record: await this.get(workflowId, env), state: decisionOf(t).state };
       } catch (err) {
@@ -308,8 +320,8 @@ export class Engine {
    * instead; with a different request it is refused (FLOW_IDEMPOTENCY_MISMATCH, 409). An optional
    * `callback: { url }` receives a notification on every transition into a terminal state.
    */
-  async start(request: unknown): Promise<{ id: string; created: boolean }> {
-    const { id, created } = await this.#start(request, false);
+  async start(request: unknown, opts: Traced = {}): Promise<{ id: string; created: boolean }> {
+    const { id, created } = await this.#start(request, false, opts);
     return { id, created };
   }
 
@@ -317,12 +329,12 @@ export class Engine {
    * As `start`, and answers the instance's WorkflowRecord read in the same transaction: what the
    * HTTP API returns, one transaction (and pool checkout) fewer than `start` then `get`.
    */
-  async startRecord(request: unknown): Promise<{ record: WorkflowRecord; created: boolean }> {
-    const { record, created } = await this.#start(request, true);
+  async startRecord(request: unknown, opts: Traced = {}): Promise<{ record: WorkflowRecord; created: boolean }> {
+    const { record, created } = await this.#start(request, true, opts);
     return { record: record!, created };
   }
 
-  async #start(request: unknown, withRecord: boolean): Promise<{ id: string; created: boolean; record: WorkflowRecord | null }> {
+  async #start(request: unknown, withRecord: boolean, opts: Traced): Promise<{ id: string; created: boolean; record: WorkflowRecord | null }> {
     const parsed = CreateWorkflowRequest.safeParse(request);
     if (!parsed.success) {
       throw new BadRequest('the start request', parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
@@ -344,6 +356,7 @@ export class Engine {
         idempotencyKey: req.idempotencyKey ?? null,
         requestedVersion: req.version ?? null,
         callbackUrl: req.callback?.url ?? null,
+        ...(opts.traceContext === undefined ? {} : { traceContext: opts.traceContext }),
       });
       return { ...started, record: withRecord ? await loadRecord(c, started.id) : null };
     });
@@ -355,14 +368,14 @@ export class Engine {
    * Records an event and starts one instance per trigger on its type, pinned to the version active
    * now, in one transaction. A repeated idempotency key starts nothing and returns the first ids.
    */
-  async ingestEvent(event: unknown): Promise<IngestResult> {
+  async ingestEvent(event: unknown, opts: Traced = {}): Promise<IngestResult> {
     const parsed = IngestEventRequest.safeParse(event);
     if (!parsed.success) {
       throw new BadRequest('the event', parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`));
     }
     checkStorable('the event payload', parsed.data.payload ?? null, this.#maxInputBytes);
     const env = parsed.data.env ?? this.env;
-    const result = await inEnv(this.db, env, (c) => ingestEvent(c, this.logics, env, parsed.data));
+    const result = await inEnv(this.db, env, (c) => ingestEvent(c, this.logics, env, parsed.data, opts.traceContext));
     if (result.created && result.ids.length > 0) this.workers.wake();
     return result;
   }

@@ -1,3 +1,4 @@
+import type { Context } from '@opentelemetry/api';
 import type { LogicVersion } from '../../contracts/index.ts';
 import { FlowError } from '../../contracts/index.ts';
 import { attemptTimeoutMs } from '../core/flow.ts';
@@ -35,7 +36,7 @@ export async function executeAttempt(
   instance: Instance,
   executors: Executors,
   tokens: ResumeTokens,
-  signals: { signal?: AbortSignal; halt?: AbortSignal } = {},
+  signals: { signal?: AbortSignal; halt?: AbortSignal; trace?: Context | undefined } = {},
   caps: TimeoutCaps = DEFAULT_TIMEOUT_CAPS,
 ): Promise<EffectResult> {
   const running = instance.ctx.running;

@@ -1,3 +1,4 @@
+import type { Context } from '@opentelemetry/api';
 import { z } from 'zod';
 import { grantInForce, mayConsumeEvent } from '../../contracts/grants.ts';
 import { Json } from '../../contracts/index.ts';
@@ -42,7 +43,7 @@ export const triggerKey = (eventKey: string, logicId: string) => `event:${eventK
  * A registered trigger whose active version no longer declares it starts nothing, and neither
  * does one its version's publisher may not consume (contracts/grants.ts).
  */
-export async function ingestEvent(c: Client, logics: LogicCache, env: string, e: IngestEventRequest): Promise<IngestResult> {
+export async function ingestEvent(c: Client, logics: LogicCache, env: string, e: IngestEventRequest, traceContext?: Context): Promise<IngestResult> {
   const payload = (e.payload ?? null) as JsonValue;
   const seen = await recordEvent(c, env, { type: e.type, idempotencyKey: e.idempotencyKey, payload });
   if (seen !== null) {
@@ -74,6 +75,7 @@ export async function ingestEvent(c: Client, logics: LogicCache, env: string, e:
       correlationId: null,
       idempotencyKey: triggerKey(e.idempotencyKey, logicId),
       callbackUrl: null,
+      ...(traceContext === undefined ? {} : { traceContext }),
     });
     ids.push(started.id);
   }

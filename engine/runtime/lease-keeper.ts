@@ -22,7 +22,7 @@ export class Heartbeats {
   ) {}
 
   /** Keeps the lease `token` on instance `id` alive until the keeper is stopped. */
-  keep(id: string, token: string, held?: Pick<Instance, 'env' | 'logicId' | 'version'>): LeaseKeeper {
+  keep(id: string, token: string, held?: Instance): LeaseKeeper {
     const keeper = new LeaseKeeper(id, token, this.observer, held, () => {
       this.#held.delete(keeper);
       if (this.#held.size === 0) {
@@ -85,9 +85,14 @@ export class LeaseKeeper {
     readonly id: string,
     readonly token: string,
     private readonly observer: TransitionObserver,
-    private readonly held: Pick<Instance, 'env' | 'logicId' | 'version'> | undefined,
+    private held: Instance | undefined,
     private readonly onStop: () => void,
   ) {}
+
+  /** The instance as its holder last committed it, for what a lost lease is reported with (its step). */
+  holding(instance: Instance): void {
+    this.held = instance;
+  }
 
   /** Aborted once the lease is known lost. */
   get signal(): AbortSignal {

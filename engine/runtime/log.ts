@@ -39,32 +39,62 @@ export function instanceFields(inst: Instance): Record<string, unknown> {
   };
 }
 
+/**
+ * The worker-side events, by the name each line carries in its `event` field: one field to
+ * filter on, whichever part of the runtime wrote the line. Other parts add theirs (a circuit
+ * opening and closing) through `logEvent`.
+ */
+export const WORKER_EVENTS = {
+  attemptFailed: 'attempt_failed',
+  retryScheduled: 'retry_scheduled',
+  compensationRetryScheduled: 'compensation_retry_scheduled',
+  deadLettered: 'dead_lettered',
+  compensating: 'compensating',
+  compensationSucceeded: 'compensation_succeeded',
+  ended: 'ended',
+  leaseLost: 'lease_lost',
+  circuitOpen: 'circuit_open',
+  circuitClosed: 'circuit_closed',
+} as const;
+
+/**
+ * Writes one worker-side event line: `event` names it (WORKER_EVENTS), `fields` say where —
+ * `instanceFields()` for an instance, or env and handler for what is not one instance's.
+ */
+export function logEvent(log: FlowLogger, level: 'info' | 'warn' | 'error', event: string, fields: Record<string, unknown>, msg: string): void {
+  log[level]({ ...fields, event }, msg);
+}
+
 /** One line per thing an operator looks for on the worker side; every hook is cheap and never throws. */
 export function logObserver(log: FlowLogger): TransitionObserver {
+  const E = WORKER_EVENTS;
   return {
     onAttempt(_logic, instance, result) {
       if (result.status !== 'failed') return;
-      log.warn({ ...instanceFields(instance), code: result.error.code, retryable: result.retryable, error: result.error.message }, 'attempt failed');
+      const fields = { ...instanceFields(instance), code: result.error.code, retryable: result.retryable, error: result.error.message };
+      logEvent(log, 'warn', E.attemptFailed, fields, 'attempt failed');
     },
     onTransition(from, t, committed) {
       if (!committed) return;
       // the attempt that just ended is `from`'s; the fields name it
       const fields = { ...instanceFields(from), state: t.instance.state, cause: t.cause, ...(t.instance.error ? { code: t.instance.error.code } : {}) };
-      if (t.cause === 'retry_scheduled' || t.cause === 'compensation_retry_scheduled') {
-        log.info({ ...fields, retryInMs: t.runAfterMs }, t.cause === 'retry_scheduled' ? 'retry scheduled' : 'compensation retry scheduled');
+      if (t.cause === 'retry_scheduled') {
+        logEvent(log, 'info', E.retryScheduled, { ...fields, retryInMs: t.runAfterMs }, 'retry scheduled');
+      } else if (t.cause === 'compensation_retry_scheduled') {
+        logEvent(log, 'info', E.compensationRetryScheduled, { ...fields, retryInMs: t.runAfterMs }, 'compensation retry scheduled');
       } else if (t.instance.state === 'dead_lettered' && from.state !== 'dead_lettered') {
-        log.error(fields, 'dead-lettered: an operator must act');
+        logEvent(log, 'error', E.deadLettered, fields, 'dead-lettered: an operator must act');
       } else if (t.instance.state === 'compensating' && from.state !== 'compensating') {
-        log.warn(fields, 'compensating: undoing the completed steps');
+        logEvent(log, 'warn', E.compensating, fields, 'compensating: undoing the completed steps');
       } else if (t.cause === 'compensation_succeeded') {
-        log.info(fields, 'compensation succeeded');
+        logEvent(log, 'info', E.compensationSucceeded, fields, 'compensation succeeded');
       } else if (t.instance.state !== from.state && TERMINAL_STATES.has(t.instance.state) && t.instance.state !== 'completed') {
-        log.warn(fields, `ended ${t.instance.state}`);
+        logEvent(log, 'warn', E.ended, fields, `ended ${t.instance.state}`);
       }
     },
     onLeaseLost(workflowId, held) {
-      const where = held === undefined ? {} : { env: held.env, logicId: held.logicId, version: held.version };
-      log.warn({ ...where, workflowId }, 'lease lost: another worker took the instance; the attempt in flight was abandoned');
+      const where = held === undefined ? { workflowId } : instanceFields(held);
+      logEvent(log, 'warn', E.leaseLost, where, 'lease lost: another worker took the instance; the attempt in flight was abandoned');
     },
     onError(workflowId, err) {
       log.error({ workflowId, err }, 'unexpected error');

@@ -1,3 +1,4 @@
+import type { Context } from '@opentelemetry/api';
 import type { LogicVersion } from '../../contracts/index.ts';
 import type { Instance } from '../core/instance.ts';
 import { apply, type TraceEvent } from '../core/journal.ts';
@@ -7,12 +8,14 @@ import { commitTransition } from '../store/commit-transition.ts';
 import type { Db } from '../store/db.ts';
 import { ConcurrentUpdate, NotFound, refusedForData } from '../store/errors.ts';
 import { loadWorkflow } from '../store/load-workflow.ts';
+import type { Stored } from '../store/rows.ts';
 import { replaceInput } from '../store/replace-input.ts';
 import { inEnv } from '../store/tx.ts';
 import { cancelTree } from './cancel-tree.ts';
 import type { LogicCache } from './logic-cache.ts';
 import { ChangeUnstorable } from './storable.ts';
 import type { TransitionObserver } from './observer.ts';
+import { traceResume } from './trace-spans.ts';
 
 export interface AuditOf {
   verb: string;
@@ -28,6 +31,8 @@ export interface MutateOptions {
   allow?: (inst: Instance, logic: LogicVersion) => void;
   /** Told of the transition once committed, as the worker loop tells it (metrics, log lines). */
   observer?: TransitionObserver;
+  /** The trace context of the request that brought the event (a decision, a completion): its spans link to it. */
+  caller?: Context;
 }
 
 /**
@@ -43,16 +48,17 @@ export async function mutateWorkflow(
   env: string,
   id: string,
   event: TraceEvent,
-  { audit, allow, observer }: MutateOptions = {},
+  { audit, allow, observer, caller }: MutateOptions = {},
 ): Promise<Transition> {
   const { t, from } = await decide(db, logics, env, id, event, { audit, allow }).catch((err: unknown) => {
     throw refusedForData(err) ? new ChangeUnstorable(err) : err;
   });
-  observer?.onTransition?.(from, t, true);
+  traceResume(from, event, caller);
+  observer?.onTransition?.(from.instance, t, true);
   return t;
 }
 
-function decide(db: Db, logics: LogicCache, env: string, id: string, event: TraceEvent, { audit, allow }: MutateOptions): Promise<{ t: Transition; from: Instance }> {
+function decide(db: Db, logics: LogicCache, env: string, id: string, event: TraceEvent, { audit, allow }: MutateOptions): Promise<{ t: Transition; from: Stored }> {
   return inEnv(db, env, async (c) => {
     const stored = await loadWorkflow(c, id, { forUpdate: true });
     if (stored === null) throw new NotFound(`workflow ${id}`);
@@ -67,7 +73,7 @@ function decide(db: Db, logics: LogicCache, env: string, id: string, event: Trac
     if (audit !== undefined) {
       await insertAudit(c, { workflowId: id, env, ...audit, before: summary(stored.instance), after: summary(t.instance) });
     }
-    return { t, from: stored.instance };
+    return { t, from: stored };
   });
 }
 

@@ -18,6 +18,9 @@ export interface TransitionObserver {
   onWake?(logic: LogicVersion, stored: Stored): void;
   /** An unexpected error; `workflowId` is null for errors of the poll loop (database away). */
   onError?(workflowId: string | null, err: unknown): void;
-  /** A heartbeat found the lease taken: the attempt in flight was abandoned, its answer not committed. `held` is the instance as claimed. */
-  onLeaseLost?(workflowId: string, held?: Pick<Instance, 'env' | 'logicId' | 'version'>): void;
+  /**
+   * A heartbeat found the lease taken: the attempt in flight was abandoned, its answer not
+   * committed. `held` is the instance as its holder last had it (claimed, or last committed).
+   */
+  onLeaseLost?(workflowId: string, held?: Instance): void;
 }

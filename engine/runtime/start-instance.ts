@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { type Context, context } from '@opentelemetry/api';
 import { canonicalJson, type LogicVersion, sha256Hex } from '../../contracts/index.ts';
 import { begin } from '../core/flow.ts';
 import { createInstance, type Instance, type JsonValue } from '../core/instance.ts';
@@ -6,6 +7,7 @@ import { schemaProblems } from '../core/schemas.ts';
 import { IdempotencyMismatch, InputInvalid } from '../errors.ts';
 import { insertWorkflow } from '../store/insert-workflow.ts';
 import type { Client } from '../store/tx.ts';
+import { endThrown, instanceAttributes, traceParentOf, tracer } from '../tracing.ts';
 import type { LogicCache } from './logic-cache.ts';
 
 export interface StartSpec {
@@ -22,6 +24,8 @@ export interface StartSpec {
   requestedVersion?: number | null;
   /** Terminal-state notifications go here (a `callback` outbox row per terminal transition). */
   callbackUrl: string | null;
+  /** The caller's trace context, the start span's parent. (Default: the context active now) */
+  traceContext?: Context;
 }
 
 /**
@@ -30,18 +34,30 @@ export interface StartSpec {
  * its first transition. Shared by API starts and event triggers.
  */
 export async function startPinned(c: Client, logics: LogicCache, logic: LogicVersion, spec: StartSpec): Promise<{ id: string; created: boolean }> {
-  const problems = schemaProblems(logic.input, spec.input);
-  if (problems.length > 0) throw new InputInvalid(`${logic.logicId}@${logic.version}`, problems);
-  logics.remember(logic);
-  const initial = newInstance(logic, spec);
-  const t = await begin(logic, initial);
-  const hash = spec.idempotencyKey === null ? null : startRequestHash(logic.logicId, spec);
-  const started = await insertWorkflow(c, t, { idempotencyKey: spec.idempotencyKey, requestHash: hash, callbackUrl: spec.callbackUrl, initial });
-  // an instance started before hashes were kept (null) answers any request, as it always did
-  if (!started.created && started.requestHash !== null && started.requestHash !== hash) {
-    throw new IdempotencyMismatch(spec.idempotencyKey!, started.id);
+  // the instance's trace: this span, a child of the caller's (its traceparent, made active by the
+  // API, or by the caller's own SDK in process), is what every later span of the instance is
+  // parented to (its traceparent is stored with the instance)
+  const span = tracer().startSpan('flow.start', undefined, spec.traceContext ?? context.active());
+  try {
+    const problems = schemaProblems(logic.input, spec.input);
+    if (problems.length > 0) throw new InputInvalid(`${logic.logicId}@${logic.version}`, problems);
+    logics.remember(logic);
+    const initial = newInstance(logic, spec);
+    const t = await begin(logic, initial);
+    const hash = spec.idempotencyKey === null ? null : startRequestHash(logic.logicId, spec);
+    const traceParent = span.isRecording() ? traceParentOf(span) : null;
+    const started = await insertWorkflow(c, t, { idempotencyKey: spec.idempotencyKey, requestHash: hash, callbackUrl: spec.callbackUrl, initial, traceParent });
+    if (span.isRecording()) span.setAttributes({ ...instanceAttributes({ ...initial, id: started.id }), 'flow.created': started.created });
+    // an instance started before hashes were kept (null) answers any request, as it always did
+    if (!started.created && started.requestHash !== null && started.requestHash !== hash) {
+      throw new IdempotencyMismatch(spec.idempotencyKey!, started.id);
+    }
+    span.end();
+    return { id: started.id, created: started.created };
+  } catch (err) {
+    endThrown(span, err);
+    throw err;
   }
-  return { id: started.id, created: started.created };
 }
 
 /**

@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import type { Context } from '@opentelemetry/api';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type LogicVersion, TERMINAL_STATES } from '../../contracts/index.ts';
 import { apply, claimedWork, type TraceEvent } from '../core/journal.ts';
@@ -21,6 +22,7 @@ import { cancelTree } from './cancel-tree.ts';
 import { Heartbeats, type LeaseKeeper } from './lease-keeper.ts';
 import { CommitBatcher } from './commit-batcher.ts';
 import { Slots } from './slots.ts';
+import { instanceContext, traceAttempt, traceQueueWait, traceWakes } from './trace-spans.ts';
 import { refusedForData } from '../store/errors.ts';
 import { DEFAULT_MAX_INPUT_BYTES, DEFAULT_RETRY_AFTER_MAX_MS, type ResultLimits, storableResult, unstorableCommit } from './storable.ts';
 
@@ -318,14 +320,17 @@ export class WorkerPool {
   async #drive(start: Stored): Promise<void> {
     const token = start.leaseToken!;
     const lease = this.#heartbeats.keep(start.instance.id, token, start.instance);
+    // every span of this drive joins the instance's trace (migration 0032)
+    const root = instanceContext(start);
+    traceQueueWait(root, start);
     try {
-      await this.#driveLeased(start, token, lease);
+      await this.#driveLeased(start, token, lease, root);
     } finally {
       lease.stop();
     }
   }
 
-  async #driveLeased(start: Stored, token: string, lease: LeaseKeeper): Promise<void> {
+  async #driveLeased(start: Stored, token: string, lease: LeaseKeeper, root: Context): Promise<void> {
     let stored = start;
     for (;;) {
       const { instance } = stored;
@@ -338,8 +343,8 @@ export class WorkerPool {
         work.do === 'begin'
           ? { t: (await apply(logic, instance, work.event, goOn))!, event: work.event }
           : work.do === 'wakes'
-            ? await applyWakes(this.db, logic, stored, goOn)
-            : await this.#executors.run(instance.env, () => this.#step(logic, instance, lease, goOn));
+            ? await traceWakes(root, stored, () => applyWakes(this.db, logic, stored, goOn))
+            : await this.#executors.run(instance.env, () => this.#step(logic, instance, lease, goOn, root));
       // fenced out while it worked or waited (the observer has been told): nobody's to commit
       if (lease.lost) return;
       if (decided === 'abandoned') {
@@ -380,6 +385,7 @@ export class WorkerPool {
       if (committed && (handedOver || t.commands.some((c) => c.type === 'spawn'))) this.wake();
       if (!committed || !keep) return;
       stored = { instance: t.instance, rowVersion: stored.rowVersion + 1, leaseToken: token, wakes: [] };
+      lease.holding(t.instance);
     }
   }
 
@@ -398,11 +404,18 @@ export class WorkerPool {
    * lease was lost while the instance waited for an executor: nothing is run. `abandoned` when
    * stop() abandoned its module run: nothing is to be committed.
    */
-  async #step(logic: LogicVersion, instance: Instance, lease: LeaseKeeper, goOn: boolean): Promise<{ t: Transition; event: TraceEvent } | null | 'abandoned'> {
+  async #step(
+    logic: LogicVersion,
+    instance: Instance,
+    lease: LeaseKeeper,
+    goOn: boolean,
+    root: Context,
+  ): Promise<{ t: Transition; event: TraceEvent } | null | 'abandoned'> {
     if (lease.lost) return null;
     const began = performance.now();
     const halt = this.#halt.signal;
-    const result = storableResult(await executeAttempt(logic, instance, this.executors, this.tokens, { signal: lease.signal, halt }, this.timeoutCaps), this.limits);
+    const attempt = (trace?: Context) => executeAttempt(logic, instance, this.executors, this.tokens, { signal: lease.signal, halt, trace }, this.timeoutCaps);
+    const result = storableResult(await traceAttempt(root, instance, attempt), this.limits);
     if (halt.aborted && result.status === 'failed' && result.error.code === 'FUNC_ABORTED') return 'abandoned';
     this.observer.onAttempt?.(logic, instance, result, (performance.now() - began) / 1000);
     const event: TraceEvent = result.status === 'progress' ? { type: 'progress', record: result.record } : { type: 'outcome', outcome: result };

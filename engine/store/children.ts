@@ -32,9 +32,11 @@ export async function spawnChildren(
              ORDER BY version DESC LIMIT 1
            )
            INSERT INTO workflows (id, env_id, domain, logic_id, version, logic_hash, state, input, current_step, ctx,
-                                  correlation_id, parent_id, parent_seq, branch_index)
+                                  correlation_id, parent_id, parent_seq, branch_index, trace_parent)
            SELECT ($9::uuid[])[item.ordinality], $1, lv.doc->>'domain', lv.logic_id, lv.version, lv.hash, 'pending', item.value,
-                  lv.doc->>'start', $8::jsonb, $4, $5, $6, item.ordinality - 1
+                  lv.doc->>'start', $8::jsonb, $4, $5, $6, item.ordinality - 1,
+                  -- a child's spans join its parent's trace (migration 0032)
+                  (SELECT p.trace_parent FROM workflows p WHERE p.id = $5)
            FROM lv, jsonb_array_elements($7::jsonb) WITH ORDINALITY AS item`,
           [
             parent.env,

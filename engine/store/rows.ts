@@ -10,6 +10,8 @@ export interface Stored {
   wakes: Wake[];
   /** When the row last changed and when it became runnable (database clock), as claimed. */
   timing?: { updatedAt: Date; runAt: Date };
+  /** The W3C traceparent of the instance's start span (migration 0032); null when it was started untraced. */
+  traceParent?: string | null;
 }
 
 export interface Wake {
@@ -44,6 +46,7 @@ export interface WorkflowRow {
   created_at: Date;
   updated_at: Date;
   run_at: Date;
+  trace_parent?: string | null;
 }
 
 /**
@@ -95,6 +98,7 @@ export function toStored(r: WorkflowRow): Stored {
     leaseToken: r.lease_token,
     wakes: Object.values(r.wakes ?? {}),
     timing: { updatedAt: r.updated_at, runAt: r.run_at },
+    traceParent: r.trace_parent ?? null,
     instance: {
       id: r.id,
       env: r.env_id,

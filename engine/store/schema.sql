@@ -46,6 +46,7 @@ CREATE TABLE flow.workflows (
     request_hash text,
     commit_token uuid,
     commit_version bigint,
+    trace_parent text,
     CONSTRAINT workflows_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'processing'::text, 'waiting'::text, 'compensating'::text, 'completed'::text, 'failed'::text, 'compensated'::text, 'cancelled'::text, 'dead_lettered'::text])))
 )
 WITH (fillfactor='75');

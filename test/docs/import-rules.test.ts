@@ -69,19 +69,37 @@ const inside = (path: string, folder: string) => path === folder || path.startsW
 /** The folders that ship. */
 const PRODUCT = ['contracts', 'sdk', 'compiler', 'host-functions', 'engine', 'cli', 'console', 'client'];
 
+/** The OpenTelemetry SDK packages: only `cli/telemetry-sdk.ts` imports them. */
+const OTEL_SDK = ['@opentelemetry/sdk-node', '@opentelemetry/exporter-trace-otlp-http', '@opentelemetry/sdk-trace-base'];
+
 /** [folder, folders or packages it must never import, with the reason ARCHITECTURE.md gives]. */
 const NEVER: [string, string[]][] = [
   ['contracts', ['sdk', 'compiler', 'host-functions', 'engine', 'cli', 'pg', 'fastify']],
   ['sdk', ['compiler', 'host-functions', 'engine', 'cli', 'pg', 'fastify', 'ts-morph', 'esbuild']],
   ['compiler', ['engine', 'cli', 'host-functions/runtime', 'pg', 'fastify']],
   ['host-functions', ['sdk', 'compiler', 'engine', 'cli', 'pg']],
-  ['engine', ['sdk', 'compiler', 'cli', 'ts-morph']],
+  // spans through @opentelemetry/api alone: the SDK and its exporter are the operator's, loaded by `s8flow start`
+  ['engine', ['sdk', 'compiler', 'cli', 'ts-morph', ...OTEL_SDK]],
   // HTTP is the API's: the layers under it serve in-process callers and the API alike
   ['engine/runtime', ['engine/api', 'fastify', 'esbuild']],
   // the pure core: no I/O, no clock source, no randomness, no other engine layer
   [
     'engine/core',
-    ['engine/store', 'engine/runtime', 'engine/executors', 'engine/api', 'engine/testing', 'host-functions', 'pg', 'node:fs', 'node:http', 'node:https', 'node:net', 'node:timers'],
+    [
+      'engine/store',
+      'engine/runtime',
+      'engine/executors',
+      'engine/api',
+      'engine/testing',
+      'host-functions',
+      'pg',
+      'node:fs',
+      'node:http',
+      'node:https',
+      'node:net',
+      'node:timers',
+      '@opentelemetry/api',
+    ],
   ],
   ['engine/store', ['engine/runtime', 'engine/executors', 'engine/api', 'engine/testing', 'fastify', 'esbuild']],
   ['engine/executors', ['engine/store', 'engine/runtime', 'engine/api', 'pg', 'fastify', 'esbuild']],
@@ -89,7 +107,7 @@ const NEVER: [string, string[]][] = [
   ['engine/api', ['engine/executors', 'engine/testing', 'host-functions', 'pg']],
   // the in-process runner: no database, no HTTP
   ['engine/testing', ['engine/store', 'engine/api', 'pg', 'fastify', 'esbuild']],
-  ['client', ['engine', 'sdk', 'compiler', 'cli', 'host-functions', 'pg', 'fastify']],
+  ['client', ['engine', 'sdk', 'compiler', 'cli', 'host-functions', 'pg', 'fastify', ...OTEL_SDK]],
   // the console reaches the engine only through the HTTP API, as any other client
   ['console', ['engine', 'sdk', 'compiler', 'cli', 'host-functions', 'client', 'pg', 'fastify', 'zod', 'node:fs', 'node:path']],
   ['cli', ['console', 'engine/testing']],
@@ -113,6 +131,16 @@ describe('import rules of ARCHITECTURE.md', () => {
       expect(broken).toEqual([]);
     });
   }
+
+  it('the OpenTelemetry SDK is imported by cli/telemetry-sdk.ts alone, which only cli/telemetry.ts reaches, by import()', () => {
+    const edges = PRODUCT.flatMap(filesUnder).flatMap(edgesOf);
+    expect(edges.filter((e) => e.value && OTEL_SDK.includes(e.to)).map((e) => e.from).filter((f) => f !== 'cli/telemetry-sdk.ts')).toEqual([]);
+    const reach = edges.filter((e) => e.value && e.to === 'cli/telemetry-sdk.ts').map((e) => e.from);
+    expect(reach).toEqual(['cli/telemetry.ts']);
+    // the one edge is a dynamic import: with tracing off, nothing of the SDK is loaded
+    expect(readFileSync(join(REPO, 'cli/telemetry.ts'), 'utf8')).toMatch(/import\('\.\/telemetry-sdk\.ts'\)/);
+    expect(readFileSync(join(REPO, 'cli/telemetry.ts'), 'utf8')).not.toMatch(/^import .*telemetry-sdk/m);
+  });
 
   it('engine/core takes no clock or randomness from the machine', () => {
     const code = (f: string) => readFileSync(join(REPO, f), 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');

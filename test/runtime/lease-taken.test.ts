@@ -72,7 +72,7 @@ describeEachDriver('a lease taken from a pool reaches it at once', (getDb) => {
     expect(lost).toEqual([victim]);
     // and the log says so, naming the instance
     expect(lines.filter((l) => String(l['msg']).startsWith('lease lost'))).toEqual([
-      expect.objectContaining({ env: ENV, logicId: logic.logicId, workflowId: victim, level: 40 }),
+      expect.objectContaining({ env: ENV, logicId: logic.logicId, workflowId: victim, step: 's0', event: 'lease_lost', level: 40 }),
     ]);
     expect((await engine.get(victim, ENV)).state).toBe('cancelled');
     await engine.close();

@@ -40,11 +40,11 @@ describeEachDriver('engine log lines', (getDb) => {
     const mine = about(id);
     const base = { env: 'log-env', logicId: doc.logicId, workflowId: id, step: 'call' };
     expect(mine.filter((l) => l['msg'] === 'attempt failed')).toEqual([
-      expect.objectContaining({ ...base, attempt: 1, code: 'HTTP_503', retryable: true }),
-      expect.objectContaining({ ...base, attempt: 2, code: 'HTTP_503', retryable: true }),
+      expect.objectContaining({ ...base, attempt: 1, code: 'HTTP_503', retryable: true, event: 'attempt_failed' }),
+      expect.objectContaining({ ...base, attempt: 2, code: 'HTTP_503', retryable: true, event: 'attempt_failed' }),
     ]);
-    expect(mine.find((l) => l['msg'] === 'retry scheduled')).toMatchObject({ ...base, attempt: 1 });
-    expect(mine.find((l) => String(l['msg']).startsWith('dead-lettered'))).toMatchObject({ ...base, attempt: 2, code: 'HTTP_503', level: 50 });
+    expect(mine.find((l) => l['msg'] === 'retry scheduled')).toMatchObject({ ...base, attempt: 1, event: 'retry_scheduled' });
+    expect(mine.find((l) => String(l['msg']).startsWith('dead-lettered'))).toMatchObject({ ...base, attempt: 2, code: 'HTTP_503', level: 50, event: 'dead_lettered' });
   });
 
   it('a permanent failure that unwinds writes a line when compensating begins and one per compensation', async () => {
@@ -59,8 +59,8 @@ describeEachDriver('engine log lines', (getDb) => {
     const { id } = await engine.start({ logicId: doc.logicId, input: {}, env: 'log-env' });
     await settle(engine);
     const mine = about(id);
-    expect(mine.find((l) => String(l['msg']).startsWith('compensating'))).toMatchObject({ logicId: doc.logicId, step: 'charge', code: 'HTTP_422' });
-    expect(mine.find((l) => l['msg'] === 'compensation succeeded')).toMatchObject({ step: 'reserve', kind: 'compensation', attempt: 1 });
+    expect(mine.find((l) => String(l['msg']).startsWith('compensating'))).toMatchObject({ logicId: doc.logicId, step: 'charge', code: 'HTTP_422', event: 'compensating' });
+    expect(mine.find((l) => l['msg'] === 'compensation succeeded')).toMatchObject({ step: 'reserve', kind: 'compensation', attempt: 1, event: 'compensation_succeeded' });
   });
 
   it('an operator verb writes a line naming the actor', async () => {

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { CallbackParams, CallbackRequest, CallbackResponse } from '../../../contracts/api/callbacks.ts';
 import type { Engine } from '../../runtime/engine.ts';
+import { callerContext } from '../../tracing.ts';
 import { PROBLEMS } from './shared.ts';
 
 /**
@@ -27,10 +28,9 @@ export const callbackRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (
     },
     async (req) => {
       const body = req.body;
-      const { record, state } = await engine.completeCallback(
-        req.params.resumeToken,
-        'output' in body ? { output: body.output } : { error: body.error, ...(body.retryable === undefined ? {} : { retryable: body.retryable }) },
-      );
+      const completion = 'output' in body ? { output: body.output } : { error: body.error, ...(body.retryable === undefined ? {} : { retryable: body.retryable }) };
+      // the instance's flow.callback span links to the service's request (W3C traceparent)
+      const { record, state } = await engine.completeCallback(req.params.resumeToken, completion, { traceContext: callerContext(req.headers) });
       req.log.child({ workflowId: record.id, env: record.env }).info({ state }, 'callback completed a step');
       return { workflowId: record.id, state };
     },

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DecisionParams, DecisionRequest } from '../../../contracts/api/decisions.ts';
 import { WorkflowRecordSchema } from '../../../contracts/api/workflows.ts';
 import type { Engine } from '../../runtime/engine.ts';
+import { callerContext } from '../../tracing.ts';
 import { principalOf } from '../guard.ts';
 import { BEARER, PROBLEMS } from './shared.ts';
 
@@ -28,11 +29,10 @@ export const decisionRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (
       const { env, id, step } = req.params;
       const who = principalOf(req);
       const { option, payload, reason } = req.body;
-      const record = await engine.resume(
-        id,
-        { step, option, ...(payload === undefined ? {} : { payload: payload as never }), approver: { subject: who.subject, scopes: who.scopes } },
-        { env, ...(reason === undefined ? {} : { reason }) },
-      );
+      const approver = { subject: who.subject, scopes: who.scopes };
+      const args = { step, option, ...(payload === undefined ? {} : { payload: payload as never }), approver };
+      // the instance's decision spans link to the approver's request (W3C traceparent)
+      const record = await engine.resume(id, args, { env, ...(reason === undefined ? {} : { reason }), traceContext: callerContext(req.headers) });
       req.log.info({ step, option, approver: who.subject }, 'decision answered');
       return record;
     },

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { EnvParams } from '../../../contracts/api/common.ts';
 import { IngestEventBody, IngestEventResponse } from '../../../contracts/api/events.ts';
 import type { Engine } from '../../runtime/engine.ts';
+import { callerContext } from '../../tracing.ts';
 import { principalOf, requireScope } from '../guard.ts';
 import { BEARER, PROBLEMS } from './shared.ts';
 
@@ -27,7 +28,8 @@ export const eventRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (app
     },
     async (req, reply) => {
       requireScope(principalOf(req), 'flow:events', req.body.type, `event ${req.body.type}`);
-      const result = await engine.ingestEvent({ ...req.body, env: req.params.env });
+      // the instances it starts continue the sender's trace (W3C traceparent)
+      const result = await engine.ingestEvent({ ...req.body, env: req.params.env }, { traceContext: callerContext(req.headers) });
       req.log.info({ event: req.body.type, started: result.ids, created: result.created, matched: result.matched }, 'event ingested');
       return reply.code(202).send(result);
     },

@@ -14,6 +14,7 @@ import {
 import type { WorkflowState } from '../../../contracts/index.ts';
 import type { Engine } from '../../runtime/engine.ts';
 import { exportTrace } from '../../runtime/export-trace.ts';
+import { callerContext } from '../../tracing.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { principalOf, requireScope } from '../guard.ts';
 import { BEARER, PROBLEMS } from './shared.ts';
@@ -38,7 +39,9 @@ export const workflowRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (
       const { env } = req.params;
       requireScope(principalOf(req), 'flow:start', req.body.logicId, `starting ${req.body.logicId}`);
       const key = req.headers['idempotency-key'];
-      const { record, created } = await engine.startRecord({ ...req.body, env, ...(key === undefined ? {} : { idempotencyKey: key }) });
+      // the instance's trace continues the caller's (W3C traceparent)
+      const request = { ...req.body, env, ...(key === undefined ? {} : { idempotencyKey: key }) };
+      const { record, created } = await engine.startRecord(request, { traceContext: callerContext(req.headers) });
       req.log.child({ workflowId: record.id }).info({ logicId: req.body.logicId, created }, created ? 'workflow started' : 'start replayed');
       return reply.code(created ? 201 : 200).send(record);
     },

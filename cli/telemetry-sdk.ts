@@ -1,0 +1,33 @@
+import { context, type ProxyTracerProvider, propagation, trace } from '@opentelemetry/api';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { NodeSDK } from '@opentelemetry/sdk-node';
+import type { Telemetry } from './telemetry.ts';
+
+/**
+ * The OpenTelemetry Node SDK with the OTLP/HTTP (JSON) trace exporter, configured by the standard
+ * OTEL_* variables (endpoint, headers, sampler, batch sizes, resource, service name). Traces only:
+ * metrics are the engine's Prometheus endpoint and logs its pino lines, so the SDK gets no metric
+ * reader and no log processor. Loaded only by `startTelemetry`, only when tracing is asked for.
+ */
+export function startSdk(env: NodeJS.ProcessEnv): Telemetry {
+  const sdk = new NodeSDK({
+    traceExporter: new OTLPTraceExporter(),
+    metricReaders: [],
+    logRecordProcessors: [],
+    ...(env['OTEL_SERVICE_NAME'] ? {} : { serviceName: 'sentin8-flow' }),
+  });
+  sdk.start();
+  return {
+    async flush() {
+      const provider = trace.getTracerProvider() as ProxyTracerProvider;
+      await (provider.getDelegate() as { forceFlush?(): Promise<void> }).forceFlush?.();
+    },
+    async shutdown() {
+      await sdk.shutdown();
+      // back to the API's no-ops, so whatever runs after (a test, a bench case) is untraced
+      trace.disable();
+      context.disable();
+      propagation.disable();
+    },
+  };
+}
