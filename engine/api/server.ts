@@ -15,6 +15,7 @@ import { eventRoutes } from './routes/events.ts';
 import { healthRoutes } from './routes/health.ts';
 import { logicVersionRoutes } from './routes/logic-versions.ts';
 import { verbRoutes } from './routes/verbs.ts';
+import { historyRoutes } from './routes/history.ts';
 import { workflowRoutes } from './routes/workflows.ts';
 
 export interface ApiOptions {
@@ -97,6 +98,7 @@ export async function buildApi(opts: ApiOptions): Promise<Api> {
   await app.register(logicVersionRoutes, { engine, publishBodyLimit });
   await app.register(workflowRoutes, { engine });
   await app.register(verbRoutes, { engine });
+  await app.register(historyRoutes, { engine });
   await app.register(decisionRoutes, { engine });
   await app.register(callbackRoutes, { engine });
   await app.register(eventRoutes, { engine });

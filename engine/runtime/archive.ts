@@ -5,8 +5,8 @@ import { createInterface } from 'node:readline';
 import { WorkflowTrace } from '../../contracts/api/workflows.ts';
 import type { Trace } from '../core/journal.ts';
 import { ArchiveInvalid } from '../errors.ts';
-import type { Db } from '../store/db.ts';
-import { exportTrace, TRACE_FORMAT } from './export-trace.ts';
+import type { Client } from '../store/tx.ts';
+import { readTrace, type TRACE_FORMAT } from './export-trace.ts';
 
 export type ArchivedTrace = Trace & { format: typeof TRACE_FORMAT };
 
@@ -20,11 +20,22 @@ export function archiveFile(dir: string, week: string): string {
  * file in `dir`, before retention removes them. Answers the files written. A file is only ever
  * appended to: a week removed in several runs (its live instances ended later) keeps one file.
  */
-export async function archiveInstances(db: Db, dir: string, instances: readonly { id: string; env: string; week: string }[]): Promise<string[]> {
+export async function archiveInstances(c: Client, dir: string, instances: readonly { id: string; env: string; week: string }[]): Promise<string[]> {
   await mkdir(dir, { recursive: true });
   const byWeek = new Map<string, string[]>();
   for (const i of instances) {
-    const line = JSON.stringify(await exportTrace(db, i.env, i.id));
+    // on the caller's connection (it holds the retention lock; an embedded store has no other), in the instance's env
+    await c.query("BEGIN; SELECT set_config('app.env_id', $1, true), set_config('role', 'flow_app', true)".replace('$1', c.escapeLiteral(i.env)));
+    const line = await readTrace(c, i.id).then(
+      async (t) => {
+        await c.query('COMMIT');
+        return JSON.stringify(t);
+      },
+      async (err: unknown) => {
+        await c.query('ROLLBACK');
+        throw err;
+      },
+    );
     byWeek.set(i.week, [...(byWeek.get(i.week) ?? []), line]);
   }
   const files: string[] = [];

@@ -94,7 +94,7 @@ export class Retention {
       }
       if (this.#opts.archiveDir) {
         const instances = await tx(c, 'flow_engine', () => expiringIn(c, days, w.lo, w.hi, Number.MAX_SAFE_INTEGER));
-        for (const f of await archiveInstances(this.#db, this.#opts.archiveDir, instances)) files.add(f);
+        for (const f of await archiveInstances(c, this.#opts.archiveDir, instances)) files.add(f);
       }
       // the instances and the partitions go together or not at all: a lock wait is bounded, so a
       // busy table costs this week a turn, not the live commits a queue behind the DROP
@@ -128,7 +128,7 @@ export class Retention {
       }
       if (next.length === 0 || next[0]!.id === after) break;
       after = next[0]!.id;
-      if (this.#opts.archiveDir) for (const f of await archiveInstances(this.#db, this.#opts.archiveDir, next)) files.add(f);
+      if (this.#opts.archiveDir) for (const f of await archiveInstances(c, this.#opts.archiveDir, next)) files.add(f);
       report.instancesRemoved += await tx(c, 'flow_engine', () =>
         removeInstances(
           c,
