@@ -9,6 +9,8 @@ export interface Tombstone {
   $erased: true;
   /** When the value was erased (ISO 8601). */
   at: string;
+  /** An erased error keeps its code. */
+  code?: string;
 }
 
 export function tombstone(at: Date): Tombstone {

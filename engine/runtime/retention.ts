@@ -146,10 +146,24 @@ export class Retention {
     return report;
   }
 
-  /** Runs every `intervalMs` (first after one interval) until `stop()`; a run that fails is logged and retried next time. */
+  /**
+   * Runs every `intervalMs` (first after one interval) until `stop()`; a run that fails is logged
+   * and retried next time. The week partitions ahead are made at once: a node that starts after a
+   * long pause must not leave this week's commits to the default partition until its first run.
+   */
   schedule(): void {
     if (this.#timer !== null) return;
     const every = this.#opts.intervalMs ?? 60 * 60_000;
+    this.#running = this.#db.pool
+      .connect()
+      .then(async (c) => {
+        try {
+          await ensurePartitions(c);
+        } finally {
+          c.release();
+        }
+      })
+      .catch((err: unknown) => this.#log.error({ err }, 'retention: making the week partitions ahead failed'));
     const tick = () => {
       this.#running = this.run()
         .catch((err: unknown) => this.#log.error({ err }, 'retention run failed'))
