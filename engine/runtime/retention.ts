@@ -96,24 +96,21 @@ export class Retention {
         const instances = await tx(c, 'flow_engine', () => expiringIn(c, days, w.lo, w.hi, Number.MAX_SAFE_INTEGER));
         for (const f of await archiveInstances(c, this.#opts.archiveDir, instances)) files.add(f);
       }
-      // the instances and the partitions go together or not at all: a lock wait is bounded, so a
-      // busy table costs this week a turn, not the live commits a queue behind the DROP
-      const dropped = await tx(c, 'flow_engine', async () => {
-        await c.query("SET LOCAL lock_timeout = '5s'");
-        const removed = await removeWeekInstances(c, days, w.lo, w.hi);
+      // first the week's instances (all of them, or none if one came back to life meanwhile)...
+      const removed = await tx(c, 'flow_engine', async () => {
+        const n = await removeWeekInstances(c, days, w.lo, w.hi);
         if ((await instancesIn(c, w.lo, w.hi)) > 0) throw new WeekRevived();
-        await c.query("SELECT set_config('role', 'none', true)");
-        return { removed, names: await dropWeek(c, w.week) };
+        return n;
       }).catch((err: unknown) => {
-        if (err instanceof WeekRevived || (err as { code?: string }).code === LOCK_NOT_AVAILABLE) {
-          this.#log.info({ week: w.week, why: String(err) }, 'retention: week kept for the next run');
-          return null;
-        }
-        throw err;
+        if (!(err instanceof WeekRevived)) throw err;
+        this.#log.info({ week: w.week }, 'retention: an instance of the week is live again; its rows go one by one');
+        return null;
       });
-      if (dropped === null) continue;
-      report.instancesRemoved += dropped.removed;
-      report.partitionsDropped.push(...dropped.names);
+      if (removed === null) continue;
+      report.instancesRemoved += removed;
+      // ...then its partitions, whose DROP needs the parents to itself for a moment
+      const names = await this.#dropWeek(c, w.week);
+      if (names !== null) report.partitionsDropped.push(...names);
     }
     // what is left goes row by row: instances in weeks still holding live or held ones, and the default partition's
     const batch = this.#opts.batch ?? 1000;
@@ -144,6 +141,32 @@ export class Retention {
     }
     this.#log.info({ ...report }, dryRun ? 'retention dry run' : 'retention run');
     return report;
+  }
+
+  /**
+   * Drops a week's partitions, which locks the parents exclusively: in the live commit's order
+   * (step_runs, then journal), and waiting at most DROP_LOCK_WAIT each try, so a live commit
+   * queued behind the DROP waits no longer than that, and a commit batch that holds journal and
+   * wants step_runs meets a timeout here before Postgres would call it a deadlock (deadlock_timeout
+   * is a second). Null when every try found the tables busy: the week, empty now, goes next run.
+   */
+  async #dropWeek(c: Client, week: string): Promise<string[] | null> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await tx(c, null, async () => {
+          await c.query(`SET LOCAL lock_timeout = '${DROP_LOCK_WAIT_MS}ms'`);
+          await c.query('LOCK TABLE step_runs, journal IN ACCESS EXCLUSIVE MODE');
+          return dropWeek(c, week);
+        });
+      } catch (err) {
+        if ((err as { code?: string }).code !== LOCK_NOT_AVAILABLE) throw err;
+        if (attempt >= DROP_TRIES) {
+          this.#log.info({ week }, 'retention: the history tables stayed busy; the week is dropped next run');
+          return null;
+        }
+        await new Promise((r) => setTimeout(r, 20 * attempt));
+      }
+    }
   }
 
   /**
@@ -187,6 +210,8 @@ class WeekRevived extends Error {}
 
 // SQLSTATE lock_not_available: lock_timeout expired
 const LOCK_NOT_AVAILABLE = '55P03';
+const DROP_LOCK_WAIT_MS = 100;
+const DROP_TRIES = 50;
 
 /** One transaction on `c`, as `role` (null: the connecting role, which owns the partitions). */
 async function tx<T>(c: Client, role: 'flow_engine' | null, fn: () => Promise<T>): Promise<T> {
