@@ -38,7 +38,7 @@ describe.skipIf(!HAVE_CHROMIUM)('an erased instance in the console', () => {
     await page.getByText('This instance was erased').waitFor();
     await page.getByText('charge').first().waitFor();
     await env.shot('console-erased-instance');
-    const text = await page.locator('body').innerText();
+    const text = (await page.locator('body').textContent()) ?? '';
     expect(text).not.toContain('SECRET');
     expect(text).toMatch(/erased \d/);
     // no verb can run on it (FLOW_INSTANCE_ERASED): none is offered
