@@ -52,11 +52,6 @@ export class HistoryVerbs {
     });
   }
 
-  /** Whether the instance is on legal hold, and by whom. */
-  held(id: string, o: { env?: string } = {}) {
-    return inEnv(this.db, o.env ?? this.defaultEnv, (c) => findHold(c, id));
-  }
-
   async #act(
     id: string,
     o: VerbOptions & { reason: string },
