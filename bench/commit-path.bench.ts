@@ -58,7 +58,12 @@ async function snapshot(c: pg.Client, schema: string): Promise<Snapshot> {
   const db = await c.query('SELECT xact_commit::float8 AS n FROM pg_stat_database WHERE datname = current_database()');
   const xid = await c.query('SELECT pg_snapshot_xmax(pg_current_snapshot())::text::float8 AS n');
   const wal = await c.query('SELECT wal_records::float8 AS r, wal_bytes::float8 AS b, wal_sync::float8 AS s FROM pg_stat_wal');
-  const t = await c.query('SELECT relname, n_tup_upd::float8 AS upd, n_tup_hot_upd::float8 AS hot FROM pg_stat_user_tables WHERE schemaname = $1', [schema]);
+  // a partitioned table's counts are its partitions' (step_runs_p20261130…, step_runs_default): summed under its name
+  const t = await c.query(
+    `SELECT regexp_replace(relname, '_(p[0-9]{8}|default)$', '') AS relname, sum(n_tup_upd)::float8 AS upd, sum(n_tup_hot_upd)::float8 AS hot
+     FROM pg_stat_user_tables WHERE schemaname = $1 GROUP BY 1`,
+    [schema],
+  );
   return {
     commits: db.rows[0].n,
     xid: xid.rows[0].n,

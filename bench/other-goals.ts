@@ -16,6 +16,7 @@ const BENCHES = [
   { script: 'fairness.bench.ts', quick: true },
   { script: 'restate.bench.ts', quick: true },
   { script: 'pooler.bench.ts', quick: true },
+  { script: 'retention.bench.ts', quick: true },
   { script: 'growth.bench.ts', quick: false },
   { script: 'timers.bench.ts', quick: false },
 ] as const;

@@ -28,12 +28,13 @@ const { id } = await env.engine.start({ logicId: 'bench.many', input: { account:
 await env.engine.settled(id);
 // 2,000 attempt rows as a long-polling step would leave them: failed tries, then successes
 await env.db.pool.query(
-  `INSERT INTO step_runs (env_id, workflow_id, seq, step, attempt, generation, kind, state, input, output, error, idempotency_key, started_at, finished_at)
+  `INSERT INTO step_runs (env_id, workflow_id, seq, step, attempt, generation, kind, state, input, output, error, idempotency_key, started_at, finished_at, born)
    SELECT 'default', $1::uuid, 100 + g, 'poll', g, 0, 'step', CASE WHEN g % 3 = 1 THEN 'failed' ELSE 'succeeded' END,
           jsonb_build_object('account', 'acct-1', 'try', g),
           CASE WHEN g % 3 = 1 THEN NULL ELSE jsonb_build_object('ready', false, 'try', g) END,
           CASE WHEN g % 3 = 1 THEN '{"code":"HTTP_503","message":"busy"}'::jsonb END,
-          $1::text || ':poll:0', now() - (($2::int - g) * interval '1 second'), now() - (($2::int - g) * interval '1 second') + interval '40 ms'
+          $1::text || ':poll:0', now() - (($2::int - g) * interval '1 second'), now() - (($2::int - g) * interval '1 second') + interval '40 ms',
+          (SELECT created_at FROM workflows WHERE id = $1::uuid)
      FROM generate_series(1, $2::int) g`,
   [id, ATTEMPTS - 2],
 );

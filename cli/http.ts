@@ -42,7 +42,8 @@ export function targetOf(args: Args): ApiTarget {
 export async function api<T>(t: ApiTarget, method: string, path: string, body?: unknown): Promise<T> {
   let res: Response;
   try {
-    res = await fetch(`${t.url}/v1/envs/${encodeURIComponent(t.env)}${path}`, {
+    // a path of its own (`/v1/…`) spans every env; any other is the target env's
+    res = await fetch(path.startsWith('/v1/') ? `${t.url}${path}` : `${t.url}/v1/envs/${encodeURIComponent(t.env)}${path}`, {
       method,
       headers: { authorization: `Bearer ${t.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),

@@ -1,6 +1,7 @@
 import { FlowError } from '../contracts/errors.ts';
 import { LIFECYCLE_USAGE } from './commands/lifecycle.ts';
 import { OPERATE_USAGE } from './commands/operate.ts';
+import { HISTORY_USAGE } from './commands/history.ts';
 import { RUN_USAGE } from './commands/run-usage.ts';
 import { ApiProblem } from './http.ts';
 
@@ -39,6 +40,11 @@ const COMMANDS: Record<string, { usage: string; load: () => Promise<Command> }> 
 // the operator verbs against a running engine's API (see docs/operations.md)
 for (const [name, usage] of Object.entries(OPERATE_USAGE)) {
   COMMANDS[name] = { usage, load: async () => (await import('./commands/operate.ts')).operateCommand(name) };
+}
+
+// legal hold, erasure, retention and archives
+for (const [name, usage] of Object.entries(HISTORY_USAGE)) {
+  COMMANDS[name] = { usage, load: async () => (await import('./commands/history.ts')).historyCommand(name) };
 }
 
 // starting instances, sending events and managing versions, through the typed client

@@ -61,6 +61,7 @@ export function lowerDraft(
     start: draft.start,
     steps,
     ...(draft.output === undefined ? {} : { output: expr(draft.output, 'output', STEP_ROOTS) }),
+    ...(draft.retention === undefined ? {} : { retention: { days: draft.retention.days } }),
     ...(draft.triggers.length === 0
       ? {}
       : { triggers: draft.triggers.map((t, i) => ({ event: t.event, input: expr(t.input, `triggers.${i}.input`, TRIGGER_ROOTS) })) }),

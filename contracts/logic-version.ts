@@ -155,6 +155,8 @@ export const LogicVersion = z.strictObject({
   output: Expr.optional(),
   modules: z.record(z.string().min(1), ModuleRef).optional(),
   triggers: z.array(Trigger).optional(),
+  /** How long an ended instance of this definition is kept, overriding the env's retention. */
+  retention: z.strictObject({ days: z.number().int().min(1).max(36_500) }).optional(),
   source: z.strictObject({ file: z.string(), compiler: z.string() }).partial().optional(),
 });
 

@@ -40,7 +40,14 @@ const EnvSchema = z.object({
   FLOW_RETRY_AFTER_MAX_MS: z.coerce.number().int().min(0).max(MAX_WAIT_MS).default(DEFAULT_RETRY_AFTER_MAX_MS),
   FLOW_STUCK_PENDING_MS: z.coerce.number().int().min(1).optional(),
   FLOW_STUCK_PARKED_MS: z.coerce.number().int().min(1).optional(),
+  FLOW_RETENTION_DAYS: z.coerce.number().int().min(1).max(36_500).optional(),
+  FLOW_RETENTION_INTERVAL_MS: z.coerce.number().int().min(1000).max(2_147_483_647).default(60 * 60_000),
+  FLOW_ARCHIVE_DIR: z.string().min(1).optional(),
 });
+
+// FLOW_RETENTION_DAYS__<ENV>: one env's retention, overriding FLOW_RETENTION_DAYS
+const RETENTION_DAYS_OF_ENV = /^FLOW_RETENTION_DAYS__(.+)$/;
+const retentionDays = z.coerce.number().int().min(1).max(36_500);
 
 /** Everything the engine process is configured with, typed, read once at boot. */
 export interface FlowConfig {
@@ -80,6 +87,11 @@ export interface FlowConfig {
   maxRetryAfterMs: number;
   /** When an instance counts as stuck: runnable and unclaimed, parked on a 202 without timeoutMs. (Default: a minute, a day) */
   stuck: { pendingForMs?: number; parkedForMs?: number };
+  /**
+   * Days an ended instance is kept (FLOW_RETENTION_DAYS; FLOW_RETENTION_DAYS__<ENV> for one env),
+   * how often retention runs, and where instances are archived before removal. (Default: kept for ever, hourly, not archived)
+   */
+  retention: { days: number | null; envDays: Record<string, number>; intervalMs: number; archiveDir: string | null };
 }
 
 /**
@@ -127,11 +139,30 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): FlowConfig {
     timeoutCaps: { stepMs: env.FLOW_STEP_TIMEOUT_MAX_MS, funcMs: env.FLOW_FUNC_TIMEOUT_MAX_MS },
     maxInputBytes: env.FLOW_MAX_INPUT_BYTES,
     maxRetryAfterMs: env.FLOW_RETRY_AFTER_MAX_MS,
+    retention: {
+      days: env.FLOW_RETENTION_DAYS ?? null,
+      envDays: retentionEnvDays(given),
+      intervalMs: env.FLOW_RETENTION_INTERVAL_MS,
+      archiveDir: env.FLOW_ARCHIVE_DIR ?? null,
+    },
     stuck: {
       ...(env.FLOW_STUCK_PENDING_MS === undefined ? {} : { pendingForMs: env.FLOW_STUCK_PENDING_MS }),
       ...(env.FLOW_STUCK_PARKED_MS === undefined ? {} : { parkedForMs: env.FLOW_STUCK_PARKED_MS }),
     },
   };
+}
+
+/** Each FLOW_RETENTION_DAYS__<ENV> as env → days; a bad figure is FLOW_CONFIG_INVALID naming the variable. */
+function retentionEnvDays(given: Record<string, string | undefined>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [name, value] of Object.entries(given)) {
+    const env = RETENTION_DAYS_OF_ENV.exec(name)?.[1];
+    if (env === undefined) continue;
+    const days = retentionDays.safeParse(value);
+    if (!days.success) throw new ConfigInvalid(name, 'must be a whole number of days from 1 to 36500');
+    out[env] = days.data;
+  }
+  return out;
 }
 
 /** NODE_ENV=production, for commands that must refuse to run there before reading anything else. */
@@ -151,6 +182,7 @@ export function engineOptionsFrom(config: FlowConfig, db: Db, extra: Partial<Eng
     maxInputBytes: config.maxInputBytes,
     maxRetryAfterMs: config.maxRetryAfterMs,
     stuck: config.stuck,
+    retention: config.retention,
     ...(config.eventSinkUrl ? { eventSink: { url: config.eventSinkUrl } } : {}),
     ...extra,
     worker: { timeoutCaps: config.timeoutCaps, ...extra.worker },

@@ -158,3 +158,38 @@ export class GrantRefused extends FlowError {
     );
   }
 }
+
+/** A verb or a replay of an instance whose data was erased: there is nothing left to run it on. */
+export class InstanceErased extends FlowError {
+  constructor(id: string, what: string) {
+    super('FLOW_INSTANCE_ERASED', `workflow ${id} was erased (its input, outputs and journal payloads are tombstones): ${what} cannot run on it. Start a new instance instead`, { status: 409 });
+  }
+}
+
+/** Erasure of an instance that has not ended: its data is still being used. */
+export class EraseNotEnded extends FlowError {
+  constructor(id: string, state: string) {
+    super('FLOW_ERASE_NOT_ENDED', `workflow ${id} is ${state}: only an ended instance can be erased. Cancel it first, or wait for it to end`, { status: 409 });
+  }
+}
+
+/** Erasure of an instance on legal hold: the hold keeps its data as it is. */
+export class InstanceHeld extends FlowError {
+  constructor(id: string) {
+    super('FLOW_INSTANCE_HELD', `workflow ${id} is on legal hold: release the hold (POST …/release-hold, s8flow hold release) before erasing it`, { status: 409 });
+  }
+}
+
+/** A retention run asked for while another node holds the retention lock. */
+export class RetentionBusy extends FlowError {
+  constructor() {
+    super('FLOW_RETENTION_BUSY', 'another engine node is running retention now: try again when it has finished', { status: 409 });
+  }
+}
+
+/** A line of an archive file that is not a trace in the `s8flow trace` format. */
+export class ArchiveInvalid extends FlowError {
+  constructor(file: string, line: number, why: string) {
+    super('FLOW_ARCHIVE_INVALID', `${file} line ${line}: ${why} (an archive holds one trace per line, as retention writes them)`, { status: 422 });
+  }
+}

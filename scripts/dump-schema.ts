@@ -39,14 +39,17 @@ export async function dumpSchema(url: string): Promise<string> {
 
 /**
  * Stable text: the throw-away schema's name becomes `flow`, and what names the pg_dump or server
- * build, or only sets up the restoring session (SET, \restrict with its random key), goes.
+ * build, or only sets up the restoring session (SET, \restrict with its random key), goes. So do
+ * the history's week partitions (`journal_p20261130`…): which weeks exist depends on the day the
+ * migrations ran (0030); the partitioned tables and their default partitions stay.
  */
 function normalise(dump: string, schema: string): string {
   const lines = dump
     .replaceAll(schema, NAME)
     .split('\n')
     .filter((l) => !/^-- Dumped (from|by) /.test(l) && !/^SET /.test(l) && !/^SELECT pg_catalog\.set_config/.test(l) && !/^\\(un)?restrict /.test(l));
-  return `${HEADER}\n${lines.join('\n').replace(/\n{3,}/g, '\n\n').trim()}\n`;
+  const blocks = lines.join('\n').split(/\n{2,}/).filter((b) => !/_p\d{8}(?!\d)/.test(b));
+  return `${HEADER}\n${blocks.join('\n\n').trim()}\n`;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

@@ -6,7 +6,7 @@ import { toJsonSchema } from './json-schema.ts';
 
 /** The builder's frozen state; every builder method copies it. */
 export interface BuilderState {
-  readonly meta: { logicId: string; version: number; domain: string; description?: string; input: z.core.$ZodType };
+  readonly meta: { logicId: string; version: number; domain: string; description?: string; input: z.core.$ZodType; retention?: { days: number } };
   readonly steps: readonly { name: string; kind: StepKind; options: Record<string, unknown> }[];
   readonly modules: readonly { name: string; options: Record<string, unknown> }[];
   readonly triggers: readonly { event: string; options: Record<string, unknown> }[];
@@ -61,6 +61,7 @@ export function assembleDraft(state: BuilderState): WorkflowDraft {
     version: state.meta.version,
     domain: state.meta.domain,
     ...(state.meta.description === undefined ? {} : { description: state.meta.description }),
+    ...(state.meta.retention === undefined ? {} : { retention: { days: state.meta.retention.days } }),
     input: toJsonSchema(state.meta.input, `${at} input`),
     start: first.name,
     steps,

@@ -29,6 +29,8 @@ export interface WorkflowDraft {
   readonly version: number;
   readonly domain: string;
   readonly description?: string;
+  /** Days an ended instance is kept (the workflow's `retention` option). */
+  readonly retention?: { readonly days: number };
   readonly input: JsonSchemaDoc;
   readonly start: string;
   /** In declaration order. */

@@ -21,6 +21,12 @@ export interface WorkflowOptions<InSchema extends Schema> {
   description?: string;
   /** Schema of the workflow input; instances are validated against its JSON Schema form. */
   input: InSchema;
+  /**
+   * How many days an ended instance is kept before retention removes it with all its rows,
+   * overriding the env's FLOW_RETENTION_DAYS. (Default: the env's retention)
+   * @example { days: 400 }
+   */
+  retention?: { days: number };
 }
 
 /**

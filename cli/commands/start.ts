@@ -86,6 +86,8 @@ export async function startCommand(argv: string[]): Promise<number> {
   }
   if (runWorkers) {
     await engine.workers.start();
+    // every worker node schedules retention; the advisory lock lets one run at a time
+    engine.retention.schedule();
     process.stdout.write(`s8flow: worker ${process.pid} ready (concurrency ${concurrency})\n`);
   }
 

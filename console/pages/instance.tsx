@@ -9,6 +9,7 @@ import { type Attempt, type AuditEntry, Timeline } from '../parts/timeline.tsx';
 import { Guarded, JsonView, Problem, State } from '../parts/ui.tsx';
 import { type Verb, VerbDialog } from '../parts/verb-dialog.tsx';
 import { missing } from '../scopes.ts';
+import { isTombstone } from '../../contracts/erasure.ts';
 
 
 /** The record without its attempts, which the page keeps apart (updates replace them one by one). */
@@ -134,7 +135,7 @@ export function InstancePage({ session, claims, params }: PageProps & { params: 
         ) : null}
       </dl>
       <div class="actions">
-        {VERBS.filter((v) => v.when.includes(record.state)).map((v) => (
+        {VERBS.filter((v) => v.when.includes(record.state) && !isTombstone(record.input)).map((v) => (
           <Guarded key={v.verb} missing={missing(claims, v.scope, record.logicId)} onClick={() => setDialog(v.verb)} class={v.verb === 'cancel' ? 'danger' : ''}>
             {v.verb}
           </Guarded>
@@ -168,6 +169,7 @@ export function InstancePage({ session, claims, params }: PageProps & { params: 
           </p>
         </section>
         <section class="io">
+          {isTombstone(record.input) ? <p class="erased">This instance was erased: its input, outputs and attempt data are gone. States, steps, times and the audit remain.</p> : null}
           <h4>input</h4>
           <JsonView value={record.input} />
           {record.output !== null ? (

@@ -1,5 +1,6 @@
 import type { ComponentChildren } from 'preact';
 import { useCallback, useEffect, useState } from 'preact/hooks';
+import { isTombstone } from '../../contracts/erasure.ts';
 import { ApiError } from '../api.ts';
 
 /** Loads once per `deps` change; `reload()` loads again (after a verb, not on a timer). */
@@ -58,7 +59,16 @@ export function duration(ms: number): string {
   return `${Math.round(ms / 60_000)} min`;
 }
 
-export const JsonView = ({ value }: { value: unknown }) => <pre class="json">{value === undefined ? '—' : JSON.stringify(value, null, 2)}</pre>;
+/** A JSON value; what erasure left (contracts/erasure.ts) reads as such, with when (and the error code it kept). */
+export const JsonView = ({ value }: { value: unknown }) =>
+  isTombstone(value) ? (
+    <p class="erased">
+      erased {new Date(value.at).toLocaleString()}
+      {typeof value.code === 'string' ? ` (error ${value.code})` : ''}
+    </p>
+  ) : (
+    <pre class="json">{value === undefined ? '—' : JSON.stringify(value, null, 2)}</pre>
+  );
 
 export const Short = ({ id }: { id: string }) => (
   <code class="id" title={id}>

@@ -16,6 +16,7 @@ import { healthRoutes } from './routes/health.ts';
 import { handlerRoutes } from './routes/handlers.ts';
 import { logicVersionRoutes } from './routes/logic-versions.ts';
 import { verbRoutes } from './routes/verbs.ts';
+import { historyRoutes } from './routes/history.ts';
 import { workflowRoutes } from './routes/workflows.ts';
 
 export interface ApiOptions {
@@ -99,6 +100,7 @@ export async function buildApi(opts: ApiOptions): Promise<Api> {
   await app.register(handlerRoutes, { engine });
   await app.register(workflowRoutes, { engine });
   await app.register(verbRoutes, { engine });
+  await app.register(historyRoutes, { engine });
   await app.register(decisionRoutes, { engine });
   await app.register(callbackRoutes, { engine });
   await app.register(eventRoutes, { engine });

@@ -39,6 +39,8 @@ import { EngineMetrics } from './metrics.ts';
 import { type FlowLogger, logObserver, silentLogger } from './log.ts';
 import type { TransitionObserver } from './observer.ts';
 import { type WorkerOptions, WorkerPool } from './worker-pool.ts';
+import { HistoryVerbs } from './history-verbs.ts';
+import { Retention, type RetentionOptions } from './retention.ts';
 
 /**
  * How long a completion that overtook the commit of its step's 202 answer waits for that commit
@@ -100,6 +102,11 @@ export interface EngineOptions {
   maxRetryAfterMs?: number;
   /** Structured log lines (pino) for failures, retries, dead letters, compensations, lost leases. (Default: none) */
   logger?: FlowLogger;
+  /**
+   * How long ended instances are kept, per env, and where they are archived first
+   * (FLOW_RETENTION_DAYS, FLOW_RETENTION_DAYS__<ENV>, FLOW_ARCHIVE_DIR). (Default: kept for ever)
+   */
+  retention?: RetentionOptions;
   /** When an instance counts as stuck in listings and the Overview. (Default: pending a minute, parked on a 202 without timeoutMs a day) */
   stuck?: Partial<StuckThresholds>;
 }
@@ -131,6 +138,10 @@ export class Engine {
   readonly tokens: ResumeTokens;
   /** Operator verbs and listings. */
   readonly ops: Operations;
+  /** Legal hold, its release, and erasure. */
+  readonly history: HistoryVerbs;
+  /** Removes ended instances past their retention; scheduled with the workers (`workers.start()`). */
+  readonly retention: Retention;
   /** Delivers outbox rows (events, callbacks); runs with the workers, or by hand with relayOnce(). */
   readonly outbox: OutboxRelay;
   readonly #callbackHosts: ReadonlySet<string>;
@@ -180,6 +191,8 @@ export class Engine {
       },
       { ...(opts.stuck === undefined ? {} : { stuck: opts.stuck }), observer, log: this.log },
     );
+    this.history = new HistoryVerbs(opts.db, this.env, (id, env) => this.get(id, env), this.log);
+    this.retention = new Retention(opts.db, opts.retention ?? { days: null, envDays: {} }, this.log);
     this.outbox = new OutboxRelay(opts.db, {
       ...opts.relay,
       secret: outboxSecret,
@@ -407,6 +420,7 @@ export class Engine {
   }
 
   async close(): Promise<void> {
+    await this.retention.stop();
     await this.workers.stop();
     await this.#ownFuncs?.close();
   }

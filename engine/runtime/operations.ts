@@ -5,7 +5,8 @@ import { type Preview, previewRewind, simulate } from '../core/preview.ts';
 import type { VerbEvent } from '../core/journal.ts';
 import { type CancelArgs, cancel, decisionsSettledBy, type ForceCompleteArgs, forceComplete, type RewindArgs, retry } from '../core/verbs.ts';
 import { refuseUnlessApprover } from '../core/wake.ts';
-import { ScopeMissing } from '../errors.ts';
+import { InstanceErased, ScopeMissing } from '../errors.ts';
+import { isTombstone } from '../../contracts/erasure.ts';
 import { type AuditRow, listAudit } from '../store/audit.ts';
 import type { Db } from '../store/db.ts';
 import { NotFound } from '../store/errors.ts';
@@ -65,6 +66,8 @@ export function authorize(actor: Actor, scope: FlowScope, inst: Pick<Instance, '
  */
 function authorizeVerb(actor: Actor, event: VerbEvent, logic: LogicVersion, inst: Instance): void {
   authorize(actor, VERB_SCOPES[event.verb], inst);
+  // an erased instance has tombstones where its input and outputs were: nothing to run on
+  if (isTombstone(inst.input)) throw new InstanceErased(inst.id, event.verb);
   if (event.verb !== 'force_complete' && event.verb !== 'repair' && event.verb !== 'replay_from') return;
   for (const step of decisionsSettledBy(logic, inst, event.verb, event.args.step)) {
     if (!grants(actor.scopes, 'flow:decide', inst.logicId)) {

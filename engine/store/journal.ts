@@ -23,8 +23,8 @@ export function journalParam(n: number, before: Instance, event: TraceEvent, t: 
 /** The first row of a new instance, written with its insert (row_version 1). */
 export async function insertJournal(c: Client, env: string, id: string, j: JournalParam): Promise<void> {
   await c.query(
-    `INSERT INTO journal (env_id, workflow_id, n, from_state, event, decision, initial)
-     VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7::jsonb)`,
+    `INSERT INTO journal (env_id, workflow_id, n, from_state, event, decision, initial, born)
+     VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7::jsonb, (SELECT created_at FROM workflows WHERE id = $2))`,
     [env, id, j.n, j.fromState, JSON.stringify(j.event), JSON.stringify(j.decision), JSON.stringify(j.initial ?? null)],
   );
 }

@@ -36,7 +36,7 @@ interface StepRunRow {
  */
 export async function loadRecord(c: Client, id: string): Promise<WorkflowRecord | null> {
   const wf = await c.query<WorkflowRow & { runs: (Omit<StepRunRow, 'started_at' | 'finished_at'> & { started_at: string; finished_at: string | null })[] }>(
-    `SELECT w.*, ${OUTPUTS_OF_W}, coalesce((SELECT json_agg(r ORDER BY r.seq) FROM step_runs r WHERE r.workflow_id = w.id), '[]') AS runs
+    `SELECT w.*, ${OUTPUTS_OF_W}, coalesce((SELECT json_agg(r ORDER BY r.seq) FROM step_runs r WHERE r.workflow_id = w.id AND r.born = w.created_at), '[]') AS runs
        FROM workflows w WHERE w.id = $1`,
     [id],
   );

@@ -143,18 +143,21 @@ CREATE FUNCTION flow.commit_journaled(p jsonb) RETURNS integer
 DECLARE
   prev_role text;
   prev_env  text;
-  n         integer := commit_transition(p);
+  born      timestamptz := commit_transition_at(p);
 BEGIN
-  IF n = 1 AND p ? 'journal' THEN
+  IF born IS NULL THEN
+    RETURN 0;
+  END IF;
+  IF p ? 'journal' THEN
     prev_role := current_setting('role');
     prev_env := coalesce(current_setting('app.env_id', true), '');
     PERFORM set_config('app.env_id', p->>'env', true), set_config('role', 'flow_app', true);
-    INSERT INTO journal (env_id, workflow_id, n, from_state, event, decision, initial)
+    INSERT INTO journal (env_id, workflow_id, n, from_state, event, decision, initial, born)
     VALUES (p->>'env', (p->>'id')::uuid, (p->'journal'->>'n')::bigint, p->'journal'->>'fromState',
-            p->'journal'->'event', p->'journal'->'decision', p->'journal'->'initial');
+            p->'journal'->'event', p->'journal'->'decision', p->'journal'->'initial', born);
     PERFORM set_config('role', prev_role, true), set_config('app.env_id', prev_env, true);
   END IF;
-  RETURN n;
+  RETURN 1;
 END
 $$;
 
@@ -165,13 +168,24 @@ $$;
 CREATE FUNCTION flow.commit_transition(p jsonb) RETURNS integer
     LANGUAGE plpgsql
     AS $$
+BEGIN
+  RETURN CASE WHEN commit_transition_at(p) IS NULL THEN 0 ELSE 1 END;
+END
+$$;
+
+--
+-- Name: commit_transition_at(jsonb); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.commit_transition_at(p jsonb) RETURNS timestamp with time zone
+    LANGUAGE plpgsql
+    AS $$
 DECLARE
   prev_role text := current_setting('role');
   prev_env  text := coalesce(current_setting('app.env_id', true), '');
-  n         integer;
+  born      timestamptz;
 BEGIN
   PERFORM set_config('app.env_id', p->>'env', true), set_config('role', 'flow_app', true);
-
   UPDATE workflows SET
     state = p->>'state',
     output = p->'output',
@@ -189,15 +203,47 @@ BEGIN
     lease_token = (p->>'leaseToken')::uuid,
     lease_expires_at = CASE WHEN p->>'leaseToken' IS NULL THEN NULL
                             ELSE now() + (p->>'leaseMs')::float8 * interval '1 millisecond' END
-  WHERE id = (p->>'id')::uuid AND row_version = (p->>'rowVersion')::bigint AND state = p->>'fromState';
-  GET DIAGNOSTICS n = ROW_COUNT;
-
-  IF n = 1 THEN
-    PERFORM write_effects((p->>'id')::uuid, p->>'env', p);
+  WHERE id = (p->>'id')::uuid AND row_version = (p->>'rowVersion')::bigint AND state = p->>'fromState'
+  RETURNING created_at INTO born;
+  IF born IS NOT NULL THEN
+    PERFORM write_effects_at((p->>'id')::uuid, p->>'env', p, born);
   END IF;
-
   PERFORM set_config('role', prev_role, true), set_config('app.env_id', prev_env, true);
-  RETURN n;
+  RETURN born;
+END
+$$;
+
+--
+-- Name: ensure_history_partitions(timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.ensure_history_partitions(since timestamp with time zone, through timestamp with time zone) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  wk      timestamptz := date_trunc('week', since AT TIME ZONE 'UTC') AT TIME ZONE 'UTC';
+  tbl     text;
+  made    integer := 0;
+BEGIN
+  WHILE wk <= through LOOP
+    FOREACH tbl IN ARRAY ARRAY['journal', 'step_runs'] LOOP
+      IF to_regclass(format('%I', tbl || '_p' || to_char(wk AT TIME ZONE 'UTC', 'YYYYMMDD'))) IS NULL THEN
+        BEGIN
+          EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (%L) TO (%L)',
+                         tbl || '_p' || to_char(wk AT TIME ZONE 'UTC', 'YYYYMMDD'), tbl, wk, wk + interval '7 days');
+          -- read through the parent, whose policies apply; read directly, a partition shows nothing
+          EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY',
+                         tbl || '_p' || to_char(wk AT TIME ZONE 'UTC', 'YYYYMMDD'));
+          made := made + 1;
+        EXCEPTION WHEN check_violation THEN
+          -- the default partition already holds rows of that week: they stay there
+          NULL;
+        END;
+      END IF;
+    END LOOP;
+    wk := wk + interval '7 days';
+  END LOOP;
+  RETURN made;
 END
 $$;
 
@@ -265,6 +311,24 @@ END
 $$;
 
 --
+-- Name: history_partitions(); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.history_partitions() RETURNS TABLE(name text, parent text, lo timestamp with time zone, hi timestamp with time zone)
+    LANGUAGE sql STABLE
+    AS $_$
+  SELECT c.relname::text, p.relname::text,
+         (to_date(right(c.relname, 8), 'YYYYMMDD')::timestamp AT TIME ZONE 'UTC'),
+         (to_date(right(c.relname, 8), 'YYYYMMDD')::timestamp AT TIME ZONE 'UTC') + interval '7 days'
+  FROM pg_inherits i
+  JOIN pg_class c ON c.oid = i.inhrelid
+  JOIN pg_class p ON p.oid = i.inhparent
+  WHERE p.relname IN ('journal', 'step_runs')
+    AND p.relnamespace = to_regnamespace(current_schema())
+    AND c.relname ~ '_p[0-9]{8}$'
+$_$;
+
+--
 -- Name: notify_lease_taken(); Type: FUNCTION; Schema: flow; Owner: -
 --
 
@@ -314,6 +378,18 @@ $_$;
 CREATE FUNCTION flow.write_effects(wf uuid, env text, p jsonb) RETURNS void
     LANGUAGE plpgsql
     AS $$
+BEGIN
+  PERFORM write_effects_at(wf, env, p, (SELECT created_at FROM workflows WHERE id = wf));
+END
+$$;
+
+--
+-- Name: write_effects_at(uuid, text, jsonb, timestamp with time zone); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.write_effects_at(wf uuid, env text, p jsonb, born timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
 DECLARE
   outboxed integer := 0;
   n        integer;
@@ -334,42 +410,37 @@ BEGIN
   IF p->'forgotten' <> '[]' THEN
     DELETE FROM workflow_outputs WHERE workflow_id = wf AND step IN (SELECT jsonb_array_elements_text(p->'forgotten'));
   END IF;
-
   IF p->'attempts' <> '[]' THEN
     MERGE INTO step_runs s
     USING jsonb_to_recordset(p->'attempts') AS a(op text, seq int, step text, attempt int, generation int, kind text,
           state text, input jsonb, output jsonb, error jsonb, "idempotencyKey" text)
-    ON s.workflow_id = wf AND s.seq = a.seq
+    ON s.workflow_id = wf AND s.seq = a.seq AND s.born = write_effects_at.born
     WHEN MATCHED AND a.op = 'finish' THEN
       UPDATE SET state = a.state, output = a.output, error = a.error, finished_at = now()
     WHEN NOT MATCHED AND a.op = 'insert' THEN
-      INSERT (env_id, workflow_id, seq, step, attempt, generation, kind, state, input, output, error, idempotency_key, finished_at)
+      INSERT (env_id, workflow_id, seq, step, attempt, generation, kind, state, input, output, error, idempotency_key, finished_at, born)
       VALUES (env, wf, a.seq, a.step, a.attempt, a.generation, a.kind, a.state, a.input, a.output, a.error,
-              a."idempotencyKey", CASE WHEN a.state = 'running' THEN NULL ELSE now() END);
+              a."idempotencyKey", CASE WHEN a.state = 'running' THEN NULL ELSE now() END, write_effects_at.born);
     GET DIAGNOSTICS n = ROW_COUNT;
     IF n <> jsonb_array_length(p->'attempts') THEN
       RAISE EXCEPTION 'workflow %: % of its attempt writes found no row to finish or a row already there', wf, jsonb_array_length(p->'attempts') - n
         USING ERRCODE = 'data_exception';
     END IF;
   END IF;
-
   IF p->'outbox' <> '[]' THEN
     INSERT INTO outbox (env_id, workflow_id, kind, topic, payload, idempotency_key)
     SELECT env, wf, o.kind, o.topic, o.payload, o."idempotencyKey"
     FROM jsonb_to_recordset(p->'outbox') AS o(kind text, topic text, payload jsonb, "idempotencyKey" text);
     GET DIAGNOSTICS outboxed = ROW_COUNT;
   END IF;
-
   IF p->'timers' <> '[]' THEN
     INSERT INTO timers (env_id, id, workflow_id, purpose, fire_at, payload)
     SELECT env, gen_random_uuid(), wf, t.purpose,
            coalesce(t.at, now() + t."delayMs" * interval '1 millisecond'), jsonb_build_object('seq', t.seq)
     FROM jsonb_to_recordset(p->'timers') AS t(purpose text, "delayMs" float8, at timestamptz, seq int);
   END IF;
-
   IF p->>'state' IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered') THEN
     DELETE FROM timers WHERE workflow_id = wf;
-
     INSERT INTO outbox (env_id, workflow_id, kind, topic, payload, idempotency_key, url)
     SELECT env, w.id, 'callback', 'workflow.' || w.state,
            jsonb_build_object('id', w.id, 'env', w.env_id, 'logicId', w.logic_id, 'version', w.version,
@@ -380,11 +451,9 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT;
     outboxed := outboxed + n;
   END IF;
-
   IF outboxed > 0 THEN
     PERFORM pg_notify('flow_outbox', '');
   END IF;
-
   IF (p->>'notify')::boolean THEN
     PERFORM pg_notify('flow_work', '');
   END IF;
@@ -508,10 +577,44 @@ CREATE TABLE flow.journal (
     event jsonb NOT NULL,
     decision jsonb NOT NULL,
     initial jsonb,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    born timestamp with time zone NOT NULL
+)
+PARTITION BY RANGE (born);
+
+ALTER TABLE ONLY flow.journal FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: journal_default; Type: TABLE; Schema: flow; Owner: -
+--
+
+CREATE TABLE flow.journal_default (
+    env_id text NOT NULL,
+    workflow_id uuid NOT NULL,
+    n bigint NOT NULL,
+    from_state text NOT NULL,
+    event jsonb NOT NULL,
+    decision jsonb NOT NULL,
+    initial jsonb,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    born timestamp with time zone NOT NULL
+);
+
+ALTER TABLE ONLY flow.journal_default FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: legal_holds; Type: TABLE; Schema: flow; Owner: -
+--
+
+CREATE TABLE flow.legal_holds (
+    env_id text NOT NULL,
+    workflow_id uuid NOT NULL,
+    actor text NOT NULL,
+    reason text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL
 );
 
-ALTER TABLE ONLY flow.journal FORCE ROW LEVEL SECURITY;
+ALTER TABLE ONLY flow.legal_holds FORCE ROW LEVEL SECURITY;
 
 --
 -- Name: logic_versions; Type: TABLE; Schema: flow; Owner: -
@@ -617,11 +720,39 @@ CREATE TABLE flow.step_runs (
     idempotency_key text,
     started_at timestamp with time zone DEFAULT now() NOT NULL,
     finished_at timestamp with time zone,
-    CONSTRAINT step_runs_kind_check CHECK ((kind = ANY (ARRAY['step'::text, 'compensation'::text]))),
-    CONSTRAINT step_runs_state_check CHECK ((state = ANY (ARRAY['running'::text, 'succeeded'::text, 'failed'::text, 'parked'::text, 'superseded'::text])))
-);
+    born timestamp with time zone NOT NULL,
+    CONSTRAINT step_runs_kind_check1 CHECK ((kind = ANY (ARRAY['step'::text, 'compensation'::text]))),
+    CONSTRAINT step_runs_state_check1 CHECK ((state = ANY (ARRAY['running'::text, 'succeeded'::text, 'failed'::text, 'parked'::text, 'superseded'::text])))
+)
+PARTITION BY RANGE (born);
 
 ALTER TABLE ONLY flow.step_runs FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: step_runs_default; Type: TABLE; Schema: flow; Owner: -
+--
+
+CREATE TABLE flow.step_runs_default (
+    env_id text NOT NULL,
+    workflow_id uuid NOT NULL,
+    seq integer NOT NULL,
+    step text NOT NULL,
+    attempt integer NOT NULL,
+    generation integer NOT NULL,
+    kind text NOT NULL,
+    state text NOT NULL,
+    input jsonb,
+    output jsonb,
+    error jsonb,
+    idempotency_key text,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    born timestamp with time zone NOT NULL,
+    CONSTRAINT step_runs_kind_check1 CHECK ((kind = ANY (ARRAY['step'::text, 'compensation'::text]))),
+    CONSTRAINT step_runs_state_check1 CHECK ((state = ANY (ARRAY['running'::text, 'succeeded'::text, 'failed'::text, 'parked'::text, 'superseded'::text])))
+);
+
+ALTER TABLE ONLY flow.step_runs_default FORCE ROW LEVEL SECURITY;
 
 --
 -- Name: timers; Type: TABLE; Schema: flow; Owner: -
@@ -662,6 +793,18 @@ CREATE TABLE flow.workflow_outputs (
 );
 
 ALTER TABLE ONLY flow.workflow_outputs FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: journal_default; Type: TABLE ATTACH; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.journal ATTACH PARTITION flow.journal_default DEFAULT;
+
+--
+-- Name: step_runs_default; Type: TABLE ATTACH; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.step_runs ATTACH PARTITION flow.step_runs_default DEFAULT;
 
 --
 -- Name: audit id; Type: DEFAULT; Schema: flow; Owner: -
@@ -715,7 +858,21 @@ ALTER TABLE ONLY flow.events
 --
 
 ALTER TABLE ONLY flow.journal
-    ADD CONSTRAINT journal_pkey PRIMARY KEY (workflow_id, n);
+    ADD CONSTRAINT journal_pkey PRIMARY KEY (workflow_id, n, born);
+
+--
+-- Name: journal_default journal_default_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.journal_default
+    ADD CONSTRAINT journal_default_pkey PRIMARY KEY (workflow_id, n, born);
+
+--
+-- Name: legal_holds legal_holds_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.legal_holds
+    ADD CONSTRAINT legal_holds_pkey PRIMARY KEY (workflow_id);
 
 --
 -- Name: logic_versions logic_versions_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
@@ -750,7 +907,14 @@ ALTER TABLE ONLY flow.schema_migrations
 --
 
 ALTER TABLE ONLY flow.step_runs
-    ADD CONSTRAINT step_runs_pkey PRIMARY KEY (workflow_id, seq);
+    ADD CONSTRAINT step_runs_pkey PRIMARY KEY (workflow_id, seq, born);
+
+--
+-- Name: step_runs_default step_runs_default_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.step_runs_default
+    ADD CONSTRAINT step_runs_default_pkey PRIMARY KEY (workflow_id, seq, born);
 
 --
 -- Name: timers timers_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
@@ -865,6 +1029,18 @@ CREATE INDEX workflows_runnable ON flow.workflows USING btree (env_id, run_at) W
 CREATE INDEX workflows_state ON flow.workflows USING btree (env_id, state);
 
 --
+-- Name: journal_default_pkey; Type: INDEX ATTACH; Schema: flow; Owner: -
+--
+
+ALTER INDEX flow.journal_pkey ATTACH PARTITION flow.journal_default_pkey;
+
+--
+-- Name: step_runs_default_pkey; Type: INDEX ATTACH; Schema: flow; Owner: -
+--
+
+ALTER INDEX flow.step_runs_pkey ATTACH PARTITION flow.step_runs_default_pkey;
+
+--
 -- Name: workflows workflows_lease_taken; Type: TRIGGER; Schema: flow; Owner: -
 --
 
@@ -884,11 +1060,11 @@ ALTER TABLE ONLY flow.bulk_job_items
     ADD CONSTRAINT bulk_job_items_job_id_fkey FOREIGN KEY (job_id) REFERENCES flow.bulk_jobs(id) ON DELETE CASCADE;
 
 --
--- Name: journal journal_workflow_id_fkey; Type: FK CONSTRAINT; Schema: flow; Owner: -
+-- Name: legal_holds legal_holds_workflow_id_fkey; Type: FK CONSTRAINT; Schema: flow; Owner: -
 --
 
-ALTER TABLE ONLY flow.journal
-    ADD CONSTRAINT journal_workflow_id_fkey FOREIGN KEY (workflow_id) REFERENCES flow.workflows(id) ON DELETE CASCADE;
+ALTER TABLE ONLY flow.legal_holds
+    ADD CONSTRAINT legal_holds_workflow_id_fkey FOREIGN KEY (workflow_id) REFERENCES flow.workflows(id) ON DELETE CASCADE;
 
 --
 -- Name: outbox outbox_workflow_id_fkey; Type: FK CONSTRAINT; Schema: flow; Owner: -
@@ -896,13 +1072,6 @@ ALTER TABLE ONLY flow.journal
 
 ALTER TABLE ONLY flow.outbox
     ADD CONSTRAINT outbox_workflow_id_fkey FOREIGN KEY (workflow_id) REFERENCES flow.workflows(id) ON DELETE SET NULL;
-
---
--- Name: step_runs step_runs_workflow_id_fkey; Type: FK CONSTRAINT; Schema: flow; Owner: -
---
-
-ALTER TABLE ONLY flow.step_runs
-    ADD CONSTRAINT step_runs_workflow_id_fkey FOREIGN KEY (workflow_id) REFERENCES flow.workflows(id) ON DELETE CASCADE;
 
 --
 -- Name: timers timers_workflow_id_fkey; Type: FK CONSTRAINT; Schema: flow; Owner: -
@@ -973,6 +1142,12 @@ CREATE POLICY env_isolation ON flow.events TO flow_app USING ((env_id = current_
 CREATE POLICY env_isolation ON flow.journal TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
 
 --
+-- Name: legal_holds env_isolation; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY env_isolation ON flow.legal_holds TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
+
+--
 -- Name: logic_versions env_isolation; Type: POLICY; Schema: flow; Owner: -
 --
 
@@ -1031,6 +1206,18 @@ ALTER TABLE flow.events ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE flow.journal ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: journal_default; Type: ROW SECURITY; Schema: flow; Owner: -
+--
+
+ALTER TABLE flow.journal_default ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: legal_holds; Type: ROW SECURITY; Schema: flow; Owner: -
+--
+
+ALTER TABLE flow.legal_holds ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: logic_versions; Type: ROW SECURITY; Schema: flow; Owner: -
@@ -1093,6 +1280,12 @@ CREATE POLICY scheduler ON flow.events TO flow_engine USING (true) WITH CHECK (t
 CREATE POLICY scheduler ON flow.journal TO flow_engine USING (true) WITH CHECK (true);
 
 --
+-- Name: legal_holds scheduler; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY scheduler ON flow.legal_holds TO flow_engine USING (true) WITH CHECK (true);
+
+--
 -- Name: logic_versions scheduler; Type: POLICY; Schema: flow; Owner: -
 --
 
@@ -1145,6 +1338,12 @@ CREATE POLICY scheduler ON flow.workflows TO flow_engine USING (true) WITH CHECK
 --
 
 ALTER TABLE flow.step_runs ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: step_runs_default; Type: ROW SECURITY; Schema: flow; Owner: -
+--
+
+ALTER TABLE flow.step_runs_default ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: timers; Type: ROW SECURITY; Schema: flow; Owner: -
@@ -1213,6 +1412,13 @@ GRANT ALL ON FUNCTION flow.commit_transition(p jsonb) TO flow_app;
 GRANT ALL ON FUNCTION flow.commit_transition(p jsonb) TO flow_engine;
 
 --
+-- Name: FUNCTION commit_transition_at(p jsonb); Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT ALL ON FUNCTION flow.commit_transition_at(p jsonb) TO flow_app;
+GRANT ALL ON FUNCTION flow.commit_transition_at(p jsonb) TO flow_engine;
+
+--
 -- Name: FUNCTION fire_due_timers(lim integer, lease_lim integer, lease_ms double precision); Type: ACL; Schema: flow; Owner: -
 --
 
@@ -1227,11 +1433,18 @@ GRANT ALL ON FUNCTION flow.write_effects(wf uuid, env text, p jsonb) TO flow_app
 GRANT ALL ON FUNCTION flow.write_effects(wf uuid, env text, p jsonb) TO flow_engine;
 
 --
+-- Name: FUNCTION write_effects_at(wf uuid, env text, p jsonb, born timestamp with time zone); Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT ALL ON FUNCTION flow.write_effects_at(wf uuid, env text, p jsonb, born timestamp with time zone) TO flow_app;
+GRANT ALL ON FUNCTION flow.write_effects_at(wf uuid, env text, p jsonb, born timestamp with time zone) TO flow_engine;
+
+--
 -- Name: TABLE audit; Type: ACL; Schema: flow; Owner: -
 --
 
 GRANT SELECT,INSERT ON TABLE flow.audit TO flow_app;
-GRANT SELECT,INSERT ON TABLE flow.audit TO flow_engine;
+GRANT SELECT,INSERT,DELETE ON TABLE flow.audit TO flow_engine;
 
 --
 -- Name: SEQUENCE audit_id_seq; Type: ACL; Schema: flow; Owner: -
@@ -1273,7 +1486,32 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.events TO flow_engine;
 --
 
 GRANT SELECT,INSERT ON TABLE flow.journal TO flow_app;
-GRANT SELECT,INSERT ON TABLE flow.journal TO flow_engine;
+GRANT SELECT,INSERT,DELETE ON TABLE flow.journal TO flow_engine;
+
+--
+-- Name: COLUMN journal.event; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT UPDATE(event) ON TABLE flow.journal TO flow_engine;
+
+--
+-- Name: COLUMN journal.decision; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT UPDATE(decision) ON TABLE flow.journal TO flow_engine;
+
+--
+-- Name: COLUMN journal.initial; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT UPDATE(initial) ON TABLE flow.journal TO flow_engine;
+
+--
+-- Name: TABLE legal_holds; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE flow.legal_holds TO flow_app;
+GRANT SELECT,INSERT,DELETE ON TABLE flow.legal_holds TO flow_engine;
 
 --
 -- Name: TABLE logic_versions; Type: ACL; Schema: flow; Owner: -

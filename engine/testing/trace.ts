@@ -2,6 +2,8 @@ import { canonicalJson, FlowError, type LogicVersion } from '../../contracts/ind
 import type { Instance } from '../core/instance.ts';
 import { apply, type Decision, decisionOf, type FinalRecord, type Trace, type TraceEvent } from '../core/journal.ts';
 import type { Transition } from '../core/transition.ts';
+import { isTombstone } from '../../contracts/erasure.ts';
+import { InstanceErased } from '../errors.ts';
 
 export { apply, type Decision, decisionOf, type FinalRecord, type Trace, type TraceEntry, type TraceEvent } from '../core/journal.ts';
 
@@ -51,6 +53,8 @@ export async function replay(logic: LogicVersion, trace: Trace): Promise<Instanc
       `trace was recorded on ${trace.initial.logicId} (${trace.logicHash}), not ${logic.logicId}@${logic.version}`,
     );
   }
+  // an erased instance's trace holds tombstones where its inputs were: there is nothing to re-derive
+  if (isTombstone(trace.initial.input)) throw new InstanceErased(trace.initial.id, 'replay');
   let inst = trace.initial;
   for (const [index, entry] of trace.entries.entries()) {
     if (entry.from !== undefined) inst = { ...inst, state: entry.from };

@@ -56,6 +56,9 @@ describeEachDriver('the API surface', (getDb) => {
         ...['retry', 'cancel', 'replay'].map((v) => `POST /v1/envs/{env}/bulk/${v}`),
         'GET /v1/envs/{env}/bulk/{jobId}',
         'POST /v1/envs/{env}/bulk/{jobId}/abort',
+        // legal hold, erasure and retention (engine/api/routes/history.ts)
+        ...['hold', 'release-hold', 'erase'].map((v) => `POST /v1/envs/{env}/workflows/{id}/${v}`),
+        'POST /v1/retention/run',
       ].sort(),
     );
     // the request schema refuses unknown fields, and the document says so

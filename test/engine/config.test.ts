@@ -111,4 +111,18 @@ describe('the Engine takes its settings as options, never from process.env', () 
     expect(new Engine(engineOptionsFrom(loadConfig({}), db)).ops.stuck).toEqual({ pendingForMs: 60_000, parkedForMs: 86_400_000 });
     expect(() => loadConfig({ FLOW_STUCK_PARKED_MS: 'a day' })).toThrow(expect.objectContaining({ code: 'FLOW_CONFIG_INVALID', message: expect.stringContaining('FLOW_STUCK_PARKED_MS') }));
   });
+
+  it('reads retention per env over the default, and the archive directory; a bad figure names its variable', () => {
+    expect(loadConfig({}).retention).toEqual({ days: null, envDays: {}, intervalMs: 3_600_000, archiveDir: null });
+    expect(loadConfig({ FLOW_RETENTION_DAYS: '90', FLOW_RETENTION_DAYS__prod: '400', FLOW_ARCHIVE_DIR: '/var/archive' }).retention).toEqual({
+      days: 90,
+      envDays: { prod: 400 },
+      intervalMs: 3_600_000,
+      archiveDir: '/var/archive',
+    });
+    expect(() => loadConfig({ FLOW_RETENTION_DAYS__prod: 'a year' })).toThrow(
+      expect.objectContaining({ code: 'FLOW_CONFIG_INVALID', message: expect.stringMatching(/^FLOW_RETENTION_DAYS__prod: /) }),
+    );
+    expect(() => loadConfig({ FLOW_RETENTION_DAYS: '0' })).toThrow(expect.objectContaining({ code: 'FLOW_CONFIG_INVALID', message: expect.stringMatching(/^FLOW_RETENTION_DAYS: /) }));
+  });
 });

@@ -111,7 +111,8 @@ describeEachDriver('commits batched across instances', (getDb) => {
     const bad = steps[2]!.stored;
     // the journal row this commit would write exists already: its insert violates the primary key
     await db.pool.query(
-      `INSERT INTO journal (env_id, workflow_id, n, from_state, event, decision) VALUES ($1, $2, $3, 'processing', '{}', '{}')`,
+      `INSERT INTO journal (env_id, workflow_id, n, from_state, event, decision, born)
+       VALUES ($1, $2, $3, 'processing', '{}', '{}', (SELECT created_at FROM workflows WHERE id = $2))`,
       [ENV, bad.instance.id, bad.rowVersion + 1],
     );
 

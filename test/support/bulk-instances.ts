@@ -51,6 +51,8 @@ export async function cloneInstances(db: Db, templateIds: string[], count: numbe
        SELECT ${select(runs, 's', {
          workflow_id: 'm.id',
          idempotency_key: 'replace(s.idempotency_key, s.workflow_id::text, m.id::text)',
+         // the clone's created_at: the partition its attempts belong in
+         born: 'now()',
        })}
        FROM clone_map m JOIN step_runs s ON s.workflow_id = m.src`,
     );
