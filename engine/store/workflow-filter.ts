@@ -1,4 +1,6 @@
 import type { WorkflowState } from '../../contracts/index.ts';
+import { type AttributeCondition, attributeConditions } from '../../contracts/api/attributes.ts';
+import { instantMs } from '../core/attributes.ts';
 
 /**
  * Which instances a listing, a bulk job or a stuck report covers: the one filter every caller
@@ -18,6 +20,10 @@ export interface WorkflowFilter {
   from?: string;
   /** Created before this instant (ISO 8601). */
   to?: string;
+  /** Search attributes, as AttributeFilters takes them: `{ accountId: 'acct-2', 'amount.gte': '100' }`. */
+  attributes?: Readonly<Record<string, string>>;
+  /** Only instances with a recorded SLA breach (migration 0031). */
+  slaBreached?: boolean;
   /** How long runnable counts as stuck. (Default: 60 000) */
   pendingForMs?: number;
   /** How long parked on a 202 without a `timeoutMs` counts as stuck. (Default: 86 400 000, a day) */
@@ -129,7 +135,45 @@ export function filterClause(f: WorkflowFilter, params: unknown[]): { where: str
   if (f.parent !== undefined) where.push(`w.parent_id = ${at(f.parent)}::uuid`);
   if (f.from !== undefined) where.push(`w.created_at >= ${at(f.from)}::timestamptz`);
   if (f.to !== undefined) where.push(`w.created_at < ${at(f.to)}::timestamptz`);
+  for (const [name, conditions] of byName(attributeConditions(f.attributes ?? {}))) where.push(attributeMatch(name, conditions, at));
+  if (f.slaBreached === true) where.push(`w.id IN (SELECT b.workflow_id FROM sla_breaches b)`);
+  if (f.slaBreached === false) where.push(`w.id NOT IN (SELECT b.workflow_id FROM sla_breaches b)`);
   if (f.stuck === true) where.push(isStuck('w', ...limits()));
   if (f.stuck === false) where.push(`${reason()} IS NULL`);
   return { where: where.length === 0 ? 'true' : where.join(' AND '), reason };
+}
+
+function byName(conditions: AttributeCondition[]): Map<string, AttributeCondition[]> {
+  const out = new Map<string, AttributeCondition[]>();
+  for (const c of conditions) out.set(c.name, [...(out.get(c.name) ?? []), c]);
+  return out;
+}
+
+const NUMBER = /^-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+const SQL_OP = { eq: '=', gt: '>', gte: '>=', lt: '<', lte: '<=' } as const;
+
+/**
+ * The instances whose attribute `name` meets every condition: one range scan of an index of
+ * workflow_attributes (migration 0031), led by (env_id, name), its ids then looked up by primary
+ * key, as the correlationId filter looks up its own. A value is compared in the column of the type
+ * it reads as (core/attributes.ts types stored values the same way): equality looks in each column
+ * the value could be in; a bound compares as a number, else as a time, else as text.
+ */
+function attributeMatch(name: string, conditions: AttributeCondition[], at: (v: unknown) => string): string {
+  const terms: string[] = [];
+  for (const c of conditions) {
+    const num = NUMBER.test(c.value) && Number.isFinite(Number(c.value)) ? Number(c.value) : null;
+    const ms = instantMs(c.value);
+    const time = ms === null ? null : new Date(ms).toISOString();
+    const op = SQL_OP[c.op];
+    if (c.op === 'eq') {
+      const any = [`a.text_value = ${at(c.value)}`];
+      if (num !== null) any.push(`a.num_value = ${at(num)}::float8`);
+      if (time !== null) any.push(`a.time_value = ${at(time)}::timestamptz`);
+      terms.push(any.length === 1 ? any[0]! : `(${any.join(' OR ')})`);
+    } else if (num !== null) terms.push(`a.num_value ${op} ${at(num)}::float8`);
+    else if (time !== null) terms.push(`a.time_value ${op} ${at(time)}::timestamptz`);
+    else terms.push(`a.text_value ${op} ${at(c.value)}`);
+  }
+  return `w.id IN (SELECT a.workflow_id FROM workflow_attributes a WHERE a.name = ${at(name)} AND ${terms.join(' AND ')})`;
 }
