@@ -64,6 +64,11 @@ describeEachDriver('search attributes', (getDb) => {
     expect(await ids({ attributes: { accountId: 'acct-9' } })).toEqual([]);
   });
 
+  it('the record shows its attributes, a time in UTC; a record without any has no field', async () => {
+    const r = await engine.get(started['b']!, ENV);
+    expect(r.attributes).toEqual({ accountId: 'acct-2', amount: 100, dueAt: '2026-02-01T00:00:00.000Z', settledAt: '2026-01-02T08:00:00.000Z' });
+  });
+
   it('filters numbers and times by range, compared as numbers and instants, not as text', async () => {
     // as text, '500' < '99' and '100' < '50'
     expect(await ids({ logicId: logic.logicId, attributes: { 'amount.gte': '100', 'amount.lt': '500' } })).toEqual([started['b'], started['c']].sort());
@@ -99,6 +104,7 @@ describeEachDriver('search attributes', (getDb) => {
     const id = await run(plain, {});
     const rows = await getDb().pool.query('SELECT count(*)::int AS n FROM workflow_attributes WHERE workflow_id = $1', [id]);
     expect(rows.rows[0].n).toBe(0);
+    expect('attributes' in (await engine.get(id, ENV))).toBe(false);
   });
 
   it('the API filters by attr.<name> and attr.<name>.<op>, refuses other parameters, and bulk filters the same', async () => {
