@@ -5,6 +5,7 @@ import { effectsParam } from '../../engine/store/commit-transition.ts';
 import { begin } from '../../engine/core/flow.ts';
 import { createInstance } from '../../engine/core/instance.ts';
 import { bearer, testApi } from '../api/support.ts';
+import { exportTrace, replay } from '../../engine/testing/index.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { settle, testEngine, uniqueLogic } from '../support/engine.ts';
 import { FakeService } from '../support/fake-service.ts';
@@ -77,6 +78,20 @@ describeEachDriver('search attributes', (getDb) => {
     expect(await ids({ logicId: logic.logicId, attributes: { 'settledAt.lt': '2026-01-02T09:00:00Z' } })).toEqual([started['a'], started['b']].sort());
     expect(await ids({ logicId: logic.logicId, attributes: { settledAt: '2026-01-02T08:00:00.000Z' } })).toEqual([started['b']]);
     expect(await ids({ logicId: logic.logicId, attributes: { accountId: 'acct-2', 'settledAt.gte': '2026-01-03T00:00:00Z' } })).toEqual([started['c']]);
+  });
+
+  it('the attributes each commit set are journalled, and an exported trace replays through the core to the same end', async () => {
+    const trace = await exportTrace(engine, ENV, started['c']!);
+    const set = trace.entries.map((e) => (e.decision as { attributes?: unknown }).attributes).filter((a) => a !== undefined);
+    expect(set).toEqual([
+      { accountId: { type: 'string', value: 'acct-2' }, amount: { type: 'number', value: 499.5 }, dueAt: { type: 'time', value: '2026-02-01T00:00:00.000Z' } },
+      { settledAt: { type: 'time', value: '2026-01-03T10:00:00.000Z' } },
+    ]);
+    expect((await replay(logic, trace)).state).toBe('completed');
+    // a replay whose core decided other attributes is caught
+    const tampered = structuredClone(trace);
+    (tampered.entries.at(-1)!.decision as { attributes: Record<string, unknown> }).attributes = { settledAt: { type: 'time', value: '2027-01-01T00:00:00.000Z' } };
+    await expect(replay(logic, tampered)).rejects.toThrow();
   });
 
   it('a value the declared type refuses fails the start, naming the attribute', async () => {
