@@ -132,7 +132,7 @@ describeEachDriver('search attributes', (getDb) => {
       expect(eq.json().items.map((i: { id: string }) => i.id).sort()).toEqual([started['b'], started['c']].sort());
       const range = await list('attr.amount.gte=100&attr.amount.lt=500');
       expect(range.json().items).toHaveLength(2);
-      for (const bad of ['attr.amount.between=1', 'color=red', 'attr.=x', `attr.accountId=${'x'.repeat(300)}`]) {
+      for (const bad of ['attr.amount.between=1', 'color=red', 'attr.=x', 'attr.accountId=%00', 'attr.accountId=a&attr.accountId=b', `attr.accountId=${'x'.repeat(300)}`]) {
         const res = await list(bad);
         expect(res.statusCode, bad).toBeGreaterThanOrEqual(400);
         expect(res.statusCode, bad).toBeLessThan(500);
