@@ -61,9 +61,10 @@ export const STUCK_DEFAULTS: StuckThresholds = { pendingForMs: 60_000, parkedFor
  * (`$n`). A stuck listing decides it only for `stuckCandidates()`.
  */
 function stuckConditions(w: string, pendingMs: string, parkedMs: string): [reasonSql: string, condition: string][] {
-  const overdue = `SELECT t.workflow_id FROM timers t WHERE t.fire_at < now()`;
+  // an SLA timer (migration 0031) ends nothing: overdue, it says nothing about being stuck
+  const overdue = `SELECT t.workflow_id FROM timers t WHERE t.fire_at < now() AND t.purpose <> 'sla'`;
   const purpose = `(SELECT CASE t.purpose WHEN 'deadline' THEN 'deadline_passed' WHEN 'callback' THEN 'callback_overdue' ELSE t.purpose || '_overdue' END
-                      FROM timers t WHERE t.workflow_id = ${w}.id AND t.fire_at < now() ORDER BY t.fire_at LIMIT 1)`;
+                      FROM timers t WHERE t.workflow_id = ${w}.id AND t.fire_at < now() AND t.purpose <> 'sla' ORDER BY t.fire_at LIMIT 1)`;
   return [
     [`'lease_expired'`, `${w}.state IN ('processing', 'compensating') AND ${w}.lease_expires_at < now()`],
     [purpose, `${w}.state = 'waiting' AND ${w}.id IN (${overdue})`],
@@ -75,7 +76,7 @@ function stuckConditions(w: string, pendingMs: string, parkedMs: string): [reaso
     [
       `'callback_parked'`,
       `${w}.state = 'waiting' AND ${w}.updated_at < now() - ${parkedMs}::float8 * interval '1 millisecond' AND ${w}.wakes IS NULL
-       AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.workflow_id = ${w}.id)
+       AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.workflow_id = ${w}.id AND t.purpose <> 'sla')
        AND (SELECT v.doc->'steps'->${w}.current_step->>'kind' FROM logic_versions v
              WHERE v.env_id = ${w}.env_id AND v.logic_id = ${w}.logic_id AND v.version = ${w}.version) IN ('proxy', 'http')`,
     ],
@@ -97,7 +98,7 @@ export function stuckReason(w: string, pendingMs: string, parkedMs: string): str
  */
 function stuckCandidates(pendingMs: string, parkedMs: string): string {
   return `SELECT c.id FROM workflows c WHERE c.state IN ('processing', 'compensating') AND c.lease_expires_at < now()
-    UNION ALL SELECT t.workflow_id FROM timers t WHERE t.fire_at < now()
+    UNION ALL SELECT t.workflow_id FROM timers t WHERE t.fire_at < now() AND t.purpose <> 'sla'
     UNION ALL SELECT c.id FROM workflows c
       WHERE (c.state IN ('pending', 'compensating') OR (c.state = 'waiting' AND c.wakes IS NOT NULL))
         AND c.run_at < now() - ${pendingMs}::float8 * interval '1 millisecond'

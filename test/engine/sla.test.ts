@@ -115,6 +115,16 @@ describeEachDriver('SLAs', (getDb) => {
     expect(await breaches(id)).toEqual([{ step: 'ship', within: 'PT1H' }]);
   });
 
+  it('an SLA timer says nothing about being stuck: a 202 parked too long is still callback_parked', async () => {
+    const logic = uniqueLogic({ start: 'ship', steps: { ship: { kind: 'proxy', handler: 'test', path: '/later', sla: { within: 'PT1H' } } } });
+    const id = await start(logic);
+    // the SLA timer overdue and not yet fired (no poll since), the park two days old
+    await sql(`UPDATE timers SET fire_at = now() - interval '1 minute' WHERE workflow_id = $1`, [id]);
+    await sql(`UPDATE workflows SET updated_at = now() - interval '2 days' WHERE id = $1`, [id]);
+    const stuck = await engine.ops.listStuck({ env: ENV });
+    expect(stuck.filter((s) => s.id === id).map((s) => s.reason)).toEqual(['callback_parked']);
+  });
+
   it('no breach when the instance, or the step, is done in time', async () => {
     const done = await start(waitsOnDecision({ sla: { within: 'PT1H' } }));
     await tick(30 * MIN);
