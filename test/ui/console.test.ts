@@ -160,6 +160,12 @@ describe.skipIf(!HAVE_CHROMIUM)('the console in chromium', () => {
     await page.getByTestId('bulk').getByRole('button', { name: 'Preview' }).click();
     await page.getByTestId('bulk-preview').getByText('1', { exact: true }).waitFor();
     await env.shot('console-instances-attributes');
+    // an instance shows its attributes, each a link to the instances that share it
+    await page.goto(`${env.url}/ui/instances/${ids['three']}`);
+    await page.getByTestId('attributes').getByText('accountId=acct-32').click();
+    await page.waitForURL(/attr\.accountId=acct-32/);
+    await page.locator('[data-testid=instances] tbody tr').nth(1).waitFor();
+    await expect(page.locator('[data-testid=instances] tbody tr').count()).resolves.toBe(2);
 
     await env.engine.db.pool.query(
       `INSERT INTO sla_breaches (env_id, workflow_id, logic_id, step, within) SELECT env_id, id, logic_id, '', 'PT1H' FROM workflows WHERE id = $1`,
