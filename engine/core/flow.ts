@@ -148,6 +148,14 @@ export async function rewindTo(d: Draft, step: string, input: JsonValue | undefi
   d.instance.generation += 1;
   d.instance.error = null;
   d.instance.output = null;
+  // the start's attributes follow a replaced workflow input; the others keep their last value
+  if (replaceWorkflowInput && d.logic.attributes !== undefined) {
+    try {
+      await setAttributes(d, startMappings(d.logic.attributes));
+    } catch (err) {
+      return failWorkflow(d, stepErrorOf(err, undefined), { exhausted: false });
+    }
+  }
   const override = input !== undefined && !replaceWorkflowInput ? { input } : undefined;
   await enter(d, step, override === undefined ? {} : { override });
 }

@@ -7,7 +7,7 @@ import { createInstance } from '../../engine/core/instance.ts';
 import { bearer, testApi } from '../api/support.ts';
 import { exportTrace, replay } from '../../engine/testing/index.ts';
 import { describeEachDriver } from '../support/db.ts';
-import { settle, testEngine, uniqueLogic } from '../support/engine.ts';
+import { OPERATOR, settle, testEngine, uniqueLogic } from '../support/engine.ts';
 import { FakeService } from '../support/fake-service.ts';
 
 const ENV = 'test-env';
@@ -101,6 +101,17 @@ describeEachDriver('search attributes', (getDb) => {
     expect(r.error).toMatchObject({ code: 'FLOW_ATTRIBUTE_INVALID' });
     expect(r.error?.message).toContain('dueAt');
     expect(svc.calls('/settle').filter((c) => (c.body as { at: string }).at === '2026-01-01T00:00:00Z')).toHaveLength(0);
+
+    // a repair that replaces the workflow input sets the start's attributes from it
+    await engine.ops.repair(
+      id,
+      { rewindTo: 'settle', input: { accountId: 'acct-4', amount: 7, dueAt: '2026-03-01T00:00:00Z', settleAt: '2026-01-01T00:00:00Z' } },
+      { ...OPERATOR, env: ENV, reason: 'due date fixed' },
+    );
+    await settle(engine);
+    expect((await engine.get(id, ENV)).state).toBe('completed');
+    expect((await engine.get(id, ENV)).attributes).toMatchObject({ accountId: 'acct-4', amount: 7, dueAt: '2026-03-01T00:00:00.000Z' });
+    expect(await ids({ attributes: { accountId: 'acct-4' } })).toEqual([id]);
   });
 
   it('a step output the attribute refuses fails the step for good (its effect kept for compensation)', async () => {
