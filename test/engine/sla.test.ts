@@ -94,6 +94,17 @@ describeEachDriver('SLAs', (getDb) => {
     expect(await counted(logic.logicId, 'approve')).toBe(1);
   });
 
+  it('two SLA timers of one step falling due in the same poll record one breach', async () => {
+    const logic = waitsOnDecision({}, 'PT10M');
+    const id = await start(logic);
+    await sql(`INSERT INTO timers (env_id, id, workflow_id, purpose, fire_at, payload) SELECT env_id, gen_random_uuid(), workflow_id, purpose, fire_at, payload FROM timers WHERE workflow_id = $1`, [id]);
+    expect(await sql(`SELECT 1 FROM timers WHERE workflow_id = $1 AND purpose = 'sla'`, [id])).toHaveLength(2);
+    await tick(11 * MIN);
+    expect(await breaches(id)).toHaveLength(1);
+    expect(await events(id)).toHaveLength(1);
+    expect(await counted(logic.logicId, 'approve')).toBe(1);
+  });
+
   it('retrying time counts: a step still retrying past its SLA breaches', async () => {
     const logic = uniqueLogic({
       start: 'charge',
