@@ -3,7 +3,7 @@ import { LOGIC_VERSION_SCHEMA } from '../contracts/logic-version.ts';
 import type { WorkflowDraft } from '../sdk/draft.ts';
 import { type CompileDiagnostic, CompileErrorCode } from './errors.ts';
 import { locOf } from './instrument.ts';
-import { ExprError, STEP_ROOTS, TRIGGER_ROOTS, translateMapping } from './translate/index.ts';
+import { ATTRIBUTE_ROOTS, ExprError, STEP_ROOTS, TRIGGER_ROOTS, translateMapping } from './translate/index.ts';
 
 /** Where mapping functions come from: tagged syntax nodes, labelled for messages. */
 export interface MappingSource {
@@ -43,7 +43,8 @@ export function lowerDraft(
     }
   };
   const walk = (value: unknown, path: string): unknown => {
-    if (typeof value === 'function') return expr(value, path, STEP_ROOTS);
+    // a step's attribute mappings also see the step's own output
+    if (typeof value === 'function') return expr(value, path, /\.attributes\.[^.]+$/.test(path) ? ATTRIBUTE_ROOTS : STEP_ROOTS);
     if (Array.isArray(value)) return value.map((v, i) => walk(v, `${path}.${i}`));
     if (typeof value === 'object' && value !== null) {
       return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, walk(v, `${path}.${k}`)]));
@@ -65,5 +66,16 @@ export function lowerDraft(
     ...(draft.triggers.length === 0
       ? {}
       : { triggers: draft.triggers.map((t, i) => ({ event: t.event, input: expr(t.input, `triggers.${i}.input`, TRIGGER_ROOTS) })) }),
+    ...(draft.attributes === undefined
+      ? {}
+      : {
+          attributes: Object.fromEntries(
+            Object.entries(draft.attributes).map(([name, a]) => [
+              name,
+              { ...(a.type === undefined ? {} : { type: a.type }), ...(a.value === undefined ? {} : { value: expr(a.value, `attributes.${name}`, STEP_ROOTS) }) },
+            ]),
+          ),
+        }),
+    ...(draft.sla === undefined ? {} : { sla: draft.sla }),
   };
 }

@@ -32,6 +32,20 @@ export const IsoDuration = z
   .string()
   .regex(/^P(?!$)(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?$/, 'an ISO 8601 duration such as PT30S or P1D');
 
+/** A search attribute's name: what `?attr.<name>=` filters on. */
+export const ATTRIBUTE_NAME_PATTERN = /^[a-zA-Z][a-zA-Z0-9_]{0,63}$/;
+export const AttributeName = z.string().regex(ATTRIBUTE_NAME_PATTERN, 'an attribute name matches ^[a-zA-Z][a-zA-Z0-9_]{0,63}$');
+/** How a search attribute is stored and compared: text, a number, or an ISO 8601 instant. */
+export const AttributeType = z.enum(['string', 'number', 'time']);
+/**
+ * A search attribute of the workflow: `value` is set when the instance starts (context: `input`,
+ * `workflow`); steps may set it again from their output. Without `type`, each value's own type
+ * decides (docs/search-attributes.md).
+ */
+export const AttributeDecl = z.strictObject({ type: AttributeType.optional(), value: Expr.optional() });
+/** A service level: the instance (or the step, from when it is first reached) should be done `within` this ISO 8601 duration. */
+export const Sla = z.strictObject({ within: IsoDuration });
+
 export const RetryPolicy = z.strictObject({
   maxAttempts: z.int().min(1).max(1000).optional(),
   initialMs: z.int().min(0).optional(),
@@ -72,10 +86,13 @@ const common = {
   timeoutMs: z.int().min(1).max(2_147_483_647).optional(),
   compensate: Action.optional(),
   output: JsonSchema.optional(),
+  sla: Sla.optional(),
 };
+/** Search attributes an effect step sets when it succeeds, each from the context plus `output` (its own output). */
+const effectCommon = { attributes: z.record(AttributeName, Expr).optional() };
 
-export const ProxyStep = z.strictObject({ kind: z.literal('proxy'), ...common, ...ProxyConfig });
-export const HttpStep = z.strictObject({ kind: z.literal('http'), ...common, ...HttpConfig });
+export const ProxyStep = z.strictObject({ kind: z.literal('proxy'), ...common, ...effectCommon, ...ProxyConfig });
+export const HttpStep = z.strictObject({ kind: z.literal('http'), ...common, ...effectCommon, ...HttpConfig });
 export const DecisionStep = z.strictObject({
   kind: z.literal('decision'),
   ...common,
@@ -90,7 +107,7 @@ export const DelayStep = z
   .refine((s) => (s.duration === undefined) !== (s.until === undefined), {
     message: 'a delay has exactly one of duration or until',
   });
-export const FuncStep = z.strictObject({ kind: z.literal('func'), ...common, ...FuncConfig });
+export const FuncStep = z.strictObject({ kind: z.literal('func'), ...common, ...effectCommon, ...FuncConfig });
 export const ChildrenStep = z.strictObject({
   kind: z.literal('children'),
   ...common,
@@ -157,6 +174,8 @@ export const LogicVersion = z.strictObject({
   triggers: z.array(Trigger).optional(),
   /** How long an ended instance of this definition is kept, overriding the env's retention. */
   retention: z.strictObject({ days: z.number().int().min(1).max(36_500) }).optional(),
+  attributes: z.record(AttributeName, AttributeDecl).optional(),
+  sla: Sla.optional(),
   source: z.strictObject({ file: z.string(), compiler: z.string() }).partial().optional(),
 });
 
@@ -168,6 +187,8 @@ export type Action = z.infer<typeof Action>;
 export type RetryPolicy = z.infer<typeof RetryPolicy>;
 export type Target = z.infer<typeof Target>;
 export type Trigger = z.infer<typeof Trigger>;
+export type AttributeType = z.infer<typeof AttributeType>;
+export type AttributeDecl = z.infer<typeof AttributeDecl>;
 
 export const STEP_KINDS = [
   'proxy',

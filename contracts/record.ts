@@ -66,6 +66,8 @@ export const WorkflowRecord = z.object({
   updatedAt: z.string(),
   steps: z.array(StepAttempt),
   compensations: z.array(CompensationEntry),
+  /** Its search attributes (docs/search-attributes.md), a time as its ISO 8601 instant in UTC; absent when it has none. */
+  attributes: z.record(z.string(), z.union([z.string(), z.number()])).optional(),
 });
 export type WorkflowRecord = z.infer<typeof WorkflowRecord>;
 

@@ -1,12 +1,21 @@
 import type { z } from 'zod';
-import type { StepKind } from '../contracts/logic-version.ts';
+import { ATTRIBUTE_NAME_PATTERN, type StepKind } from '../contracts/logic-version.ts';
 import type { DraftExpr, DraftModule, DraftStep, WorkflowDraft } from './draft.ts';
 import { FlowSdkError, SdkErrorCode } from './errors.ts';
 import { toJsonSchema } from './json-schema.ts';
 
 /** The builder's frozen state; every builder method copies it. */
 export interface BuilderState {
-  readonly meta: { logicId: string; version: number; domain: string; description?: string; input: z.core.$ZodType; retention?: { days: number } };
+  readonly meta: {
+    logicId: string;
+    version: number;
+    domain: string;
+    description?: string;
+    input: z.core.$ZodType;
+    attributes?: Readonly<Record<string, unknown>>;
+    sla?: { within: string };
+    retention?: { days: number };
+  };
   readonly steps: readonly { name: string; kind: StepKind; options: Record<string, unknown> }[];
   readonly modules: readonly { name: string; options: Record<string, unknown> }[];
   readonly triggers: readonly { event: string; options: Record<string, unknown> }[];
@@ -15,18 +24,18 @@ export interface BuilderState {
 
 /** The LogicVersion fields each kind carries besides the common ones, in contract order. */
 const KIND_FIELDS: Record<StepKind, readonly string[]> = {
-  proxy: ['handler', 'method', 'path'],
-  http: ['method', 'url', 'headers'],
+  proxy: ['handler', 'method', 'path', 'attributes'],
+  http: ['method', 'url', 'headers', 'attributes'],
   decision: ['options', 'schema', 'approverScope', 'deadline', 'onTimeout'],
   delay: ['duration', 'until'],
-  func: ['module', 'export'],
+  func: ['module', 'export', 'attributes'],
   children: ['logicId', 'version', 'items', 'itemInput', 'failurePolicy'],
   emit: ['event', 'payload'],
   pass: [],
   choice: ['branches', 'otherwise'],
   fail: ['code', 'message'],
 };
-const COMMON_FIELDS = ['input', 'onError', 'retry', 'timeoutMs', 'compensate', 'output'] as const;
+const COMMON_FIELDS = ['input', 'onError', 'retry', 'timeoutMs', 'compensate', 'output', 'sla'] as const;
 /** Kinds that never continue to a next step. */
 const NO_NEXT: ReadonlySet<StepKind> = new Set(['choice', 'fail']);
 
@@ -68,6 +77,8 @@ export function assembleDraft(state: BuilderState): WorkflowDraft {
     ...(state.output === undefined ? {} : { output: state.output }),
     modules,
     triggers: state.triggers.map((t) => ({ event: t.event, input: t.options['input'] as DraftExpr })),
+    ...(state.meta.attributes === undefined ? {} : { attributes: attributesDraft(at, state.meta.attributes) }),
+    ...(state.meta.sla === undefined ? {} : { sla: { within: state.meta.sla.within } }),
   };
   checkReferences(at, draft);
   return draft;
@@ -80,8 +91,25 @@ function convert(field: string, value: unknown, where: string, kind: StepKind): 
   }
   if (field === 'branches') return (value as { when: unknown; next: string }[]).map((b) => ({ when: b.when, next: b.next }));
   if (field === 'options') return [...(value as string[])];
-  if (field === 'compensate' || field === 'retry' || field === 'headers') return { ...(value as object) };
+  if (field === 'compensate' || field === 'retry' || field === 'headers' || field === 'attributes') return { ...(value as object) };
+  if (field === 'sla') return { within: (value as { within: string }).within };
   return value;
+}
+
+/** A bare mapping leaves the type to each value; `{ type, value? }` declares it. */
+function attributesDraft(at: string, attributes: Readonly<Record<string, unknown>>): NonNullable<WorkflowDraft['attributes']> {
+  const out: Record<string, { type?: 'string' | 'number' | 'time'; value?: DraftExpr }> = {};
+  for (const [name, option] of Object.entries(attributes)) {
+    if (!ATTRIBUTE_NAME_PATTERN.test(name)) {
+      throw new FlowSdkError(SdkErrorCode.invalidName, `${at}: attribute name "${name}" must match ${ATTRIBUTE_NAME_PATTERN}`);
+    }
+    if (typeof option === 'function') out[name] = { value: option as DraftExpr };
+    else {
+      const o = option as { type?: 'string' | 'number' | 'time'; value?: DraftExpr };
+      out[name] = { ...(o.type === undefined ? {} : { type: o.type }), ...(o.value === undefined ? {} : { value: o.value }) };
+    }
+  }
+  return out;
 }
 
 function isZod(value: unknown): value is z.core.$ZodType {

@@ -38,4 +38,7 @@ export interface WorkflowDraft {
   readonly output?: DraftExpr;
   readonly modules: readonly DraftModule[];
   readonly triggers: readonly { readonly event: string; readonly input: DraftExpr }[];
+  /** Search attributes, each with its declared type and start mapping where given. */
+  readonly attributes?: Readonly<Record<string, { readonly type?: 'string' | 'number' | 'time'; readonly value?: DraftExpr }>>;
+  readonly sla?: { readonly within: string };
 }

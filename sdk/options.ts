@@ -20,6 +20,32 @@ export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
  */
 export type RetryOptions = RetryPolicy;
 
+/**
+ * A service level: the instance, or a step from when it is first reached, should be done within
+ * `within`. Waiting, parked and retrying time all count; an overrun is recorded once as a breach
+ * (docs/sla.md). @example { within: 'PT2H' }
+ */
+export interface SlaOptions {
+  /** ISO 8601 duration. @example "PT2H" */
+  within: string;
+}
+
+/**
+ * A search attribute's value: a string, a number, or an ISO 8601 instant (a string);
+ * null or undefined leaves it unset.
+ */
+export type AttributeValue = string | number | null | undefined;
+
+/**
+ * A search attribute of the workflow: a mapping (its type then follows each value: a number is a
+ * number, an ISO 8601 instant is a time, any other string is a string), or `{ type, value? }` to
+ * declare the type (a value of another type fails the step that set it). Without `value`, only
+ * steps set it.
+ * @example ({ input }) => input.accountId
+ * @example { type: 'time', value: ({ input }) => input.dueAt }
+ */
+export type AttributeOption<Ctx> = Mapping<Ctx, AttributeValue> | { type: 'string' | 'number' | 'time'; value?: Mapping<Ctx, AttributeValue> };
+
 /** Options every step kind accepts. */
 export interface RoutingOptions {
   /**
@@ -33,6 +59,8 @@ export interface RoutingOptions {
   retry?: RetryOptions;
   /** Time limit of one attempt in milliseconds. (Default: the engine's limit for the kind) */
   timeoutMs?: number;
+  /** How long the step may take from when it is first reached, retries and waits included. (Default: none) */
+  sla?: SlaOptions;
 }
 
 /** Options of steps that take an input. */
@@ -81,6 +109,11 @@ export interface SideEffectOptions<Ctx, CompCtx, Mods extends string, Out extend
   compensate?: Compensation<CompCtx, Mods>;
   /** Schema of the step's output: types `steps.<name>` for later steps. (Default: unknown) */
   output?: Out;
+  /**
+   * Search attributes set when the step succeeds, from the context and `output`, its own output.
+   * (Default: none) @example { settledAt: ({ output }) => output.at }
+   */
+  attributes?: Readonly<Record<string, Mapping<Ctx & { readonly output: Json<Out> }, AttributeValue>>>;
 }
 
 export interface ProxyOptions<Ctx, CompCtx, Mods extends string, Out extends Schema>

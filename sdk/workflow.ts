@@ -3,7 +3,8 @@ import { LOGIC_ID_PATTERN, STEP_NAME_PATTERN, type StepKind } from '../contracts
 import { WORKFLOW_BRAND, type WorkflowBuilder } from './builder.ts';
 import { assembleDraft, type BuilderState } from './assemble.ts';
 import { FlowSdkError, SdkErrorCode } from './errors.ts';
-import type { Json, Schema } from './options.ts';
+import type { StepContext } from './context.ts';
+import type { AttributeOption, Json, Schema, SlaOptions } from './options.ts';
 
 /** The step map of a workflow without steps: no key may be read. */
 // biome-ignore lint/complexity/noBannedTypes: `{}` is the identity of the intersections that accumulate step outputs
@@ -27,6 +28,13 @@ export interface WorkflowOptions<InSchema extends Schema> {
    * @example { days: 400 }
    */
   retention?: { days: number };
+  /**
+   * Search attributes, set when an instance starts, filterable as `?attr.<name>=` (docs/search-attributes.md).
+   * (Default: none) @example { accountId: ({ input }) => input.accountId }
+   */
+  attributes?: Readonly<Record<string, AttributeOption<StepContext<Json<InSchema>, NoSteps>>>>;
+  /** How long an instance may take from its start, whatever it waits for. (Default: none) */
+  sla?: SlaOptions;
 }
 
 /**

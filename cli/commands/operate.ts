@@ -9,7 +9,7 @@ import { progress, table } from '../table.ts';
 
 /** The operator commands: each one HTTP call (or a few) against a running engine's API. */
 export const OPERATE_USAGE: Record<string, string> = {
-  ls: 's8flow ls [--state S] [--logic-id ID] [--version N] [--correlation-id C] [--parent ID] [--from ISO] [--to ISO] [--stuck] [--limit N] [--cursor C]',
+  ls: 's8flow ls [--state S] [--logic-id ID] [--version N] [--correlation-id C] [--parent ID] [--from ISO] [--to ISO] [--stuck] [--sla-breached] [--attr NAME[.gt|.gte|.lt|.lte]=VALUE]... [--limit N] [--cursor C]',
   show: 's8flow show <id>',
   history: 's8flow history <id>',
   retry: 's8flow retry <id> --reason R [--dry-run]',
@@ -18,12 +18,23 @@ export const OPERATE_USAGE: Record<string, string> = {
   decide: 's8flow decide <id> <step> --option O [--payload JSON|@file] [--reason R]',
   'force-complete': 's8flow force-complete <id> --step S --output JSON|@file --reason R [--dry-run]',
   replay: 's8flow replay <id> --step S --reason R [--dry-run]',
-  bulk: 's8flow bulk <retry|cancel|replay> [--state S] [--logic-id ID] [--version N] [--correlation-id C] [--parent ID] [--stuck] [--from ISO] [--to ISO] --reason R [--step S] [--compensate] [--dry-run] [--limit N]',
+  bulk: 's8flow bulk <retry|cancel|replay> [--state S] [--logic-id ID] [--version N] [--correlation-id C] [--parent ID] [--stuck] [--sla-breached] [--attr NAME[.OP]=VALUE]... [--from ISO] [--to ISO] --reason R [--step S] [--compensate] [--dry-run] [--limit N]',
 };
 const COMMON = ' [--url URL] [--token T] [--env E] [--json]';
 for (const k of Object.keys(OPERATE_USAGE)) OPERATE_USAGE[k] += COMMON;
 
-const BOOLEANS = ['json', 'dry-run', 'compensate', 'stuck', 'compensate-rewound'];
+const BOOLEANS = ['json', 'dry-run', 'compensate', 'stuck', 'compensate-rewound', 'sla-breached'];
+
+/** Each `--attr NAME=VALUE` (or `NAME.gte=VALUE`…): a search-attribute filter (docs/search-attributes.md). */
+function attrFlags(args: Args): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const a of args.flags.get('attr') ?? []) {
+    const eq = a.indexOf('=');
+    if (eq <= 0) throw new UsageError(`--attr ${a}: write --attr NAME=VALUE, or NAME.gt|gte|lt|lte=VALUE for a range`);
+    out[a.slice(0, eq)] = a.slice(eq + 1);
+  }
+  return out;
+}
 
 const out = (s: string) => process.stdout.write(s);
 const json = (v: unknown) => out(`${JSON.stringify(v, null, 2)}\n`);
@@ -64,6 +75,8 @@ export function operateCommand(name: string): (argv: string[]) => Promise<number
         }
         const stuck = flag(args, 'stuck') === 'true';
         if (stuck) q.set('stuck', 'true');
+        if (flag(args, 'sla-breached') === 'true') q.set('slaBreached', 'true');
+        for (const [k, v] of Object.entries(attrFlags(args))) q.set(`attr.${k}`, v);
         const page = await api<WorkflowPage>(t, 'GET', `/workflows?${q}`);
         if (asJson) json(page);
         else {
@@ -196,6 +209,9 @@ async function bulk(args: Args, t: ReturnType<typeof targetOf>, usage: string, a
     if (v !== undefined) filter[p] = p === 'version' ? Number(v) : v;
   }
   if (flag(args, 'stuck') === 'true') filter.stuck = true;
+  if (flag(args, 'sla-breached') === 'true') filter.slaBreached = true;
+  const attributes = attrFlags(args);
+  if (Object.keys(attributes).length > 0) filter.attributes = attributes;
   const dryRun = flag(args, 'dry-run') === 'true';
   const step = flag(args, 'step');
   const limit = flag(args, 'limit');

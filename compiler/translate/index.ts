@@ -10,6 +10,8 @@ export { ExprError } from './expr-error.ts';
 
 /** Context fields of step mappings (ARCHITECTURE.md, Contracts: LogicVersion). */
 export const STEP_ROOTS = ['input', 'steps', 'workflow', 'decision', 'item', 'index'] as const;
+/** Context fields of a step's attribute mappings: the step context and the step's own output. */
+export const ATTRIBUTE_ROOTS = [...STEP_ROOTS, 'output'] as const;
 /** Context fields of a trigger's input mapping: the event payload. */
 export const TRIGGER_ROOTS = ['event'] as const;
 

@@ -125,6 +125,18 @@ export function InstancePage({ session, claims, params }: PageProps & { params: 
         <dd data-testid="current-step">{record.currentStep ?? '—'}</dd>
         <dt>generation</dt>
         <dd>{record.generation}</dd>
+        {record.attributes ? (
+          <>
+            <dt>attributes</dt>
+            <dd data-testid="attributes">
+              {Object.entries(record.attributes).map(([name, value]) => (
+                <a key={name} class="attr" href={`/ui/instances?logicId=${encodeURIComponent(record.logicId)}&${new URLSearchParams({ [`attr.${name}`]: String(value) })}`}>
+                  {name}={String(value)}{' '}
+                </a>
+              ))}
+            </dd>
+          </>
+        ) : null}
         {record.error ? (
           <>
             <dt>error</dt>

@@ -11,14 +11,37 @@ import { ago, Guarded, Problem, Short, State, useLoad } from '../parts/ui.tsx';
 const FILTERS = ['state', 'logicId', 'version', 'correlationId', 'from', 'to'] as const;
 const STATES = ['', 'pending', 'processing', 'waiting', 'compensating', 'completed', 'failed', 'compensated', 'cancelled', 'dead_lettered'];
 
-/** The filter as the URL holds it (empty fields dropped). */
+/** The filter as the URL holds it (empty fields dropped): the API's own parameters, `attr.<name>[.op]` included. */
 function filterOf(url: URL): Record<string, string> {
   const f: Record<string, string> = {};
   for (const k of FILTERS) {
     const v = url.searchParams.get(k);
     if (v) f[k] = v;
   }
+  if (url.searchParams.get('slaBreached') === 'true') f['slaBreached'] = 'true';
+  for (const [k, v] of url.searchParams) if (k.startsWith('attr.') && v) f[k] = v;
   return f;
+}
+
+/** The search-attribute conditions as typed in the filter box: `accountId=acct-2, amount.gte=100`. */
+function attributesText(filter: Record<string, string>): string {
+  return Object.entries(filter)
+    .filter(([k]) => k.startsWith('attr.'))
+    .map(([k, v]) => `${k.slice(5)}=${v}`)
+    .join(', ');
+}
+
+/** The filter as a bulk job takes it: typed fields, and the attributes as one object. */
+function bulkFilter(filter: Record<string, string>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  const attributes: Record<string, string> = {};
+  for (const [k, v] of Object.entries(filter)) {
+    if (k.startsWith('attr.')) attributes[k.slice(5)] = v;
+    else if (k === 'version') out[k] = Number(v);
+    else if (k === 'slaBreached') out[k] = v === 'true';
+    else out[k] = v;
+  }
+  return Object.keys(attributes).length === 0 ? out : { ...out, attributes };
 }
 
 export function InstancesPage({ session, claims, url }: PageProps) {
@@ -36,6 +59,11 @@ export function InstancesPage({ session, claims, url }: PageProps) {
       let v = String(form.get(k) ?? '').trim();
       if (v && (k === 'from' || k === 'to')) v = new Date(v).toISOString();
       if (v) next.set(k, v);
+    }
+    if (form.get('slaBreached') === 'on') next.set('slaBreached', 'true');
+    for (const part of String(form.get('attributes') ?? '').split(',')) {
+      const eq = part.indexOf('=');
+      if (eq > 0) next.set(`attr.${part.slice(0, eq).trim()}`, part.slice(eq + 1).trim());
     }
     navigate(`/ui/instances?${next}`);
   };
@@ -62,6 +90,12 @@ export function InstancesPage({ session, claims, url }: PageProps) {
         </label>
         <label>
           correlation id <input name="correlationId" value={filter['correlationId'] ?? ''} />
+        </label>
+        <label>
+          attributes <input name="attributes" value={attributesText(filter)} placeholder="accountId=acct-2, amount.gte=100" />
+        </label>
+        <label>
+          <input type="checkbox" name="slaBreached" checked={filter['slaBreached'] === 'true'} /> SLA breached
         </label>
         <label>
           created from <input type="datetime-local" name="from" value={local(filter['from'])} />
@@ -152,7 +186,7 @@ function Bulk({ session, claims, filter }: Pick<PageProps, 'session' | 'claims'>
   const [preview, setPreview] = useState<BulkPreview | null>(null);
   const [error, setError] = useState<Error | null>(null);
   const body = (dryRun: boolean) => ({
-    filter: { ...filter, ...(filter['version'] ? { version: Number(filter['version']) } : {}) },
+    filter: bulkFilter(filter),
     reason: reason || 'preview',
     dryRun,
     ...(verb === 'replay' ? { step } : {}),

@@ -36,6 +36,12 @@ export function OverviewPage({ session }: PageProps) {
         <div class="card">
           <b>{data.decisions.length}</b> decisions waiting
         </div>
+        <div class="card">
+          <b data-testid="sla-breaches">
+            <a href="/ui/instances?slaBreached=true">{data.slaBreaches.count}</a>
+          </b>{' '}
+          SLA breaches
+        </div>
       </section>
 
       <h2>Instances by state</h2>
@@ -95,6 +101,20 @@ export function OverviewPage({ session }: PageProps) {
               </li>
             ))}
             {data.decisions.length === 0 ? <li>None.</li> : null}
+          </ul>
+        </section>
+        <section>
+          <h2>SLA breaches</h2>
+          <ul class="plain" data-testid="sla-breach-list">
+            {data.slaBreaches.recent.map((b) => (
+              <li key={`${b.id}-${b.step ?? ''}`}>
+                <a href={`/ui/instances/${b.id}`}>
+                  <Short id={b.id} />
+                </a>{' '}
+                {b.logicId} · {b.step ?? 'whole instance'} · within {b.within} · {ago(b.breachedAt)}
+              </li>
+            ))}
+            {data.slaBreaches.recent.length === 0 ? <li>None.</li> : null}
           </ul>
         </section>
       </div>

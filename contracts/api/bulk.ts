@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { WORKFLOW_STATES } from '../states.ts';
 import { Instant, PgIntParam, text } from './storable.ts';
+import { AttributeFilters } from './attributes.ts';
 
 /**
  * Which instances a listing or a bulk job covers. The console keeps it in its URL, so a view can
@@ -19,6 +20,10 @@ export const InstanceFilter = z.strictObject({
   from: Instant.optional(),
   /** Created before this instant (ISO 8601). */
   to: Instant.optional(),
+  /** Search attributes: `{ accountId: 'acct-2', 'amount.gte': '100' }` (docs/search-attributes.md). */
+  attributes: AttributeFilters.optional(),
+  /** Only instances with a recorded SLA breach (docs/sla.md). */
+  slaBreached: z.boolean().optional(),
 });
 export type InstanceFilter = z.infer<typeof InstanceFilter>;
 

@@ -15,3 +15,4 @@ export * from './storable.ts';
 export * from './verbs.ts';
 export * from './workflows.ts';
 export * from './history.ts';
+export * from './attributes.ts';

@@ -22,6 +22,11 @@ export const Overview = z
     oldestRunnableMs: z.number(),
     stuck: z.array(ListedInstance),
     deadLettered: z.array(ListedInstance),
+    /** SLA breaches recorded in the env (docs/sla.md): how many, and the latest; `step` null is the instance's own SLA. */
+    slaBreaches: z.object({
+      count: z.int(),
+      recent: z.array(z.object({ id: z.string(), logicId: z.string(), step: z.string().nullable(), within: z.string(), breachedAt: z.string() })),
+    }),
   })
   .meta({ id: 'Overview' });
 export type Overview = z.infer<typeof Overview>;

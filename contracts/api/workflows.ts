@@ -3,6 +3,7 @@ import { WORKFLOW_STATES } from '../states.ts';
 import { CompensationEntry, CreateWorkflowRequest, FlowErrorBody, Json, StepAttempt, WorkflowRecord } from '../record.ts';
 import { LogicId } from '../logic-version.ts';
 import { Instant, PgIntParam, StorableJson, text } from './storable.ts';
+import { ATTRIBUTE_QUERY_KEY, AttributeFilterValue, MAX_ATTRIBUTE_FILTERS } from './attributes.ts';
 
 /**
  * `POST /v1/envs/{env}/workflows`: the CreateWorkflowRequest without `env` (it is in the path) and
@@ -21,7 +22,7 @@ export const WorkflowRecordSchema = WorkflowRecord.meta({ id: 'WorkflowRecord' }
 
 const queryBool = z.enum(['true', 'false']).transform((v) => v === 'true');
 
-export const ListWorkflowsQuery = z.strictObject({
+const listShape = {
   state: z.enum(WORKFLOW_STATES as [string, ...string[]]).optional(),
   logicId: LogicId.optional(),
   version: PgIntParam.optional(),
@@ -37,7 +38,22 @@ export const ListWorkflowsQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(500).default(50),
   /** `nextCursor` of the previous page; opaque. */
   cursor: z.string().min(1).max(200).optional(),
-});
+  /** Only instances with a recorded SLA breach (docs/sla.md). */
+  slaBreached: queryBool.optional(),
+};
+
+export const ListWorkflowsQuery = z
+  .object(listShape)
+  // search attributes: `attr.<name>=value`, `attr.<name>.gte=value` (contracts/api/attributes.ts)
+  .catchall(AttributeFilterValue)
+  .superRefine((q, ctx) => {
+    const known = new Set(Object.keys(listShape));
+    const extra = Object.keys(q).filter((k) => !known.has(k));
+    for (const k of extra.filter((k) => !ATTRIBUTE_QUERY_KEY.test(k))) {
+      ctx.addIssue({ code: 'custom', path: [k], message: `unknown parameter ${k} (an attribute filter is attr.<name> or attr.<name>.<gt|gte|lt|lte>)` });
+    }
+    if (extra.length > MAX_ATTRIBUTE_FILTERS) ctx.addIssue({ code: 'custom', path: [], message: `at most ${MAX_ATTRIBUTE_FILTERS} attribute filters` });
+  });
 export type ListWorkflowsQuery = z.input<typeof ListWorkflowsQuery>;
 
 export const WorkflowSummary = z

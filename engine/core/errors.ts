@@ -58,13 +58,27 @@ export class TimeOutOfRange extends FlowError {
   }
 }
 
+/** A value of a search attribute that its type, or any type, refuses. A permanent failure of what set it. */
+export class AttributeInvalid extends FlowError {
+  constructor(
+    readonly attribute: string,
+    message: string,
+  ) {
+    super('FLOW_ATTRIBUTE_INVALID', `attribute ${attribute}: ${message}`, { status: 422 });
+  }
+
+  bodyAt(step: string | undefined): FlowErrorBody {
+    return { code: this.code, message: `${step === undefined ? '' : `step ${step}, `}${this.message}`, field: `attributes.${this.attribute}`, ...(step === undefined ? {} : { step }) };
+  }
+}
+
 /**
  * What any error thrown while the core enters a step becomes: an expression failure keeps its
  * code and field; anything else (a definition the core cannot follow) is FLOW_STEP_ENTRY_FAILED.
  * Either way a permanent step error, so no exception reaches the worker loop.
  */
 export function stepErrorOf(err: unknown, step: string | undefined, field?: string): FlowErrorBody {
-  if (err instanceof ExpressionFailed || err instanceof TimeOutOfRange) return err.bodyAt(step);
+  if (err instanceof ExpressionFailed || err instanceof TimeOutOfRange || err instanceof AttributeInvalid) return err.bodyAt(step);
   const message = err instanceof Error ? err.message : String(err);
   return {
     code: 'FLOW_STEP_ENTRY_FAILED',

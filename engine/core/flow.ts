@@ -7,6 +7,8 @@ import { Draft, type Transition, visitField } from './transition.ts';
 import { stepErrorOf } from './errors.ts';
 import { validateOutput } from './schemas.ts';
 import { MAX_WAIT_MS } from './storable.ts';
+import { setAttributes, startMappings } from './attributes.ts';
+import { armStepSla, armWorkflowSla } from './sla.ts';
 
 /** Guards against a definition whose pure steps route in a circle. */
 const MAX_STEPS_PER_TRANSITION = 1000;
@@ -31,6 +33,7 @@ export async function enter(d: Draft, name: string | null, opts: EnterOptions = 
     const step = d.logic.steps[current];
     if (step === undefined) throw new Error(`step ${current} is not in ${d.logic.logicId}@${d.logic.version}`);
     d.instance.currentStep = current;
+    armStepSla(d, current, step);
     d.enterVisit(current, sameVisit);
     sameVisit = false;
     let input: JsonValue = null;
@@ -145,6 +148,14 @@ export async function rewindTo(d: Draft, step: string, input: JsonValue | undefi
   d.instance.generation += 1;
   d.instance.error = null;
   d.instance.output = null;
+  // the start's attributes follow a replaced workflow input; the others keep their last value
+  if (replaceWorkflowInput && d.logic.attributes !== undefined) {
+    try {
+      await setAttributes(d, startMappings(d.logic.attributes));
+    } catch (err) {
+      return failWorkflow(d, stepErrorOf(err, undefined), { exhausted: false });
+    }
+  }
   const override = input !== undefined && !replaceWorkflowInput ? { input } : undefined;
   await enter(d, step, override === undefined ? {} : { override });
 }
@@ -233,7 +244,15 @@ export async function onOutcome(logic: LogicVersion, inst: Instance, outcome: St
   if (running.kind === 'compensation') return onCompensationOutcome(logic, inst, outcome, goOn);
   const step = logic.steps[running.step]!;
   const d = new Draft(logic, inst, 'step_succeeded', goOn);
-  const checked = outcome.status === 'succeeded' ? validateOutput(step.output, outcome.output, running.step) : outcome;
+  let checked = outcome.status === 'succeeded' ? validateOutput(step.output, outcome.output, running.step) : outcome;
+  if (checked.status === 'succeeded' && 'attributes' in step && step.attributes !== undefined) {
+    try {
+      await setAttributes(d, step.attributes, { output: checked.output });
+    } catch (err) {
+      // the call took effect; only its attributes cannot be stored: the step fails, its compensation stays
+      checked = { status: 'failed', retryable: false, effect: 'taken', error: stepErrorOf(err, running.step) };
+    }
+  }
 
   if (checked.status === 'succeeded') {
     d.finishAttempt(running, 'succeeded', checked.output, null);
@@ -360,8 +379,25 @@ function causeAfterEnter(d: Draft): TransitionCause {
 export async function begin(logic: LogicVersion, inst: Instance): Promise<Transition> {
   // a new instance waits for a worker (pending); the first effect is already prepared
   const d = new Draft(logic, inst, 'claim');
-  await enter(d, logic.start);
+  await start(d);
   return d.done();
+}
+
+/**
+ * Arms the instance's SLA, sets its search attributes (a mapping that fails fails the instance
+ * before its first step), and enters the start step.
+ */
+async function start(d: Draft): Promise<void> {
+  armWorkflowSla(d);
+  const attributes = d.logic.attributes;
+  if (attributes !== undefined) {
+    try {
+      await setAttributes(d, startMappings(attributes));
+    } catch (err) {
+      return failWorkflow(d, stepErrorOf(err, undefined), { exhausted: false });
+    }
+  }
+  await enter(d, d.logic.start);
 }
 
 /** A spawned child has nothing prepared yet: the worker that claimed it begins it. */
@@ -372,7 +408,7 @@ export function isUnstarted(inst: Instance): boolean {
 /** The first transition of a claimed, unstarted child; the claiming worker may go straight on. */
 export async function beginClaimed(logic: LogicVersion, inst: Instance, goOn = false): Promise<Transition> {
   const d = new Draft(logic, inst, 'step_succeeded', goOn);
-  await enter(d, logic.start);
+  await start(d);
   d.cause = causeAfterEnter(d);
   return d.done();
 }

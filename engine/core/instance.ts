@@ -146,6 +146,11 @@ export type Command =
   | { type: 'outbox'; kind: 'event' | 'callback'; topic: string; payload: JsonValue; idempotencyKey: string }
   /** Fires after `delayMs` (database clock) or `at` (an ISO timestamp); `seq` names the parked attempt. */
   | { type: 'timer'; purpose: TimerPurpose; delayMs: number | null; at: string | null; seq: number }
+  /**
+   * A service-level timer (docs/sla.md): due `delayMs` after the commit; the instance (step null)
+   * or `step`, still not done then, has breached its SLA. It wakes nothing: the store records the breach.
+   */
+  | { type: 'sla'; step: string | null; within: string; delayMs: number }
   /** One child instance per input, of `logicId` (pinned to `version`, else the active one). */
   | { type: 'spawn'; logicId: string; version: number | null; inputs: JsonValue[]; seq: number }
   /** Cancel every descendant that has not ended; with `compensate`, each runs its compensations first. */

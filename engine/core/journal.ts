@@ -58,6 +58,8 @@ export interface Decision {
   runAfterMs: number | null;
   output: unknown;
   error: unknown;
+  /** The search attributes the transition set; absent when it set none (core/attributes.ts). */
+  attributes?: Transition['attributes'];
 }
 
 /** How an exported instance ended in the store: replay checks that it ends the same way. */
@@ -92,6 +94,7 @@ export function decisionOf(t: Transition): Decision {
     runAfterMs: t.runAfterMs,
     output: i.output,
     error: i.error,
+    ...(t.attributes === undefined ? {} : { attributes: t.attributes }),
   };
 }
 

@@ -2,6 +2,7 @@ import type { FlowErrorBody, LogicVersion, TransitionCause } from '../../contrac
 import type { AttemptWrite, Command, Instance, JsonValue, Running } from './instance.ts';
 import { keys } from './retry.ts';
 import { copyJson } from './copy-json.ts';
+import type { AttributeWrite } from './attributes.ts';
 
 /**
  * What the core decided: the next instance, the cause (a row of the transition table), the
@@ -19,6 +20,8 @@ export interface Transition {
    * these (migration 0011), so a step's commit costs the same at step 200 as at step 1.
    */
   outputsChanged: string[];
+  /** Search attributes this transition set (null: unset); absent when it set none, as for any definition without attributes. */
+  attributes?: Record<string, AttributeWrite>;
 }
 
 /** The `visit` field of a running attempt or a registration: present only from the second visit on. */
@@ -36,6 +39,8 @@ export class Draft {
   readonly commands: Command[] = [];
   cause: TransitionCause;
   runAfterMs: number | null = null;
+  /** Search attributes set so far (core/attributes.ts). */
+  attributes: Record<string, AttributeWrite> | undefined;
   private readonly outputsChanged = new Set<string>();
 
   constructor(
@@ -132,6 +137,7 @@ export class Draft {
       commands: this.commands,
       runAfterMs: this.runAfterMs,
       outputsChanged: [...this.outputsChanged],
+      ...(this.attributes === undefined ? {} : { attributes: this.attributes }),
     };
   }
 }

@@ -444,6 +444,9 @@ function observeAll(...all: TransitionObserver[]): TransitionObserver {
     onLeaseLost: (workflowId, held) => {
       for (const o of all) o.onLeaseLost?.(workflowId, held);
     },
+    onSlaBreached: (breach) => {
+      for (const o of all) o.onSlaBreached?.(breach);
+    },
   };
 }
 

@@ -96,6 +96,9 @@ export function logObserver(log: FlowLogger): TransitionObserver {
       const where = held === undefined ? { workflowId } : instanceFields(held);
       logEvent(log, 'warn', E.leaseLost, where, 'lease lost: another worker took the instance; the attempt in flight was abandoned');
     },
+    onSlaBreached(b) {
+      log.warn({ env: b.env, logicId: b.logicId, workflowId: b.workflowId, ...(b.step === null ? {} : { step: b.step }) }, 'SLA breached');
+    },
     onError(workflowId, err) {
       log.error({ workflowId, err }, 'unexpected error');
     },

@@ -7,6 +7,7 @@ import type { EffectResult } from '../executors/index.ts';
 import type { Db } from '../store/db.ts';
 import { readGauges } from '../store/read-gauges.ts';
 import type { Stored } from '../store/rows.ts';
+import type { SlaBreachFired } from '../store/timers.ts';
 import { asScheduler } from '../store/tx.ts';
 import type { TransitionObserver } from './observer.ts';
 
@@ -33,6 +34,12 @@ export class EngineMetrics implements TransitionObserver {
   readonly #deadLetters = new Counter({ name: 'flow_dead_letters_total', help: 'Instances that went to dead_lettered, by env and logic id', labelNames: ['env', 'logic_id'], registers: [this.registry] });
   readonly #compensations = new Counter({ name: 'flow_compensations_total', help: 'Compensation attempts executed, by outcome', labelNames: ['outcome'], registers: [this.registry] });
   readonly #ended = new Counter({ name: 'flow_instances_ended_total', help: 'Instances that reached a terminal state, by env, logic id and state', labelNames: ['env', 'logic_id', 'state'], registers: [this.registry] });
+  readonly #slaBreaches = new Counter({
+    name: 'flow_sla_breaches_total',
+    help: 'SLA breaches recorded, by env, logic id and step ("" for the instance\'s own SLA)',
+    labelNames: ['env', 'logic_id', 'step'],
+    registers: [this.registry],
+  });
   readonly #timerLateness = new Histogram({
     name: 'flow_timer_lateness_seconds',
     help: 'How long after it was due a delay or deadline timer fired (database clock)',
@@ -81,6 +88,10 @@ export class EngineMetrics implements TransitionObserver {
     if (to === from.state || !TERMINAL_STATES.has(to as never)) return;
     this.#ended.inc({ env: t.instance.env, logic_id: t.instance.logicId, state: to });
     if (to === 'dead_lettered') this.#deadLetters.inc({ env: t.instance.env, logic_id: t.instance.logicId });
+  }
+
+  onSlaBreached(b: SlaBreachFired): void {
+    this.#slaBreaches.inc({ env: b.env, logic_id: b.logicId, step: b.step ?? '' });
   }
 
   /**

@@ -3,6 +3,7 @@ import type { Instance } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
 import type { EffectResult } from '../executors/index.ts';
 import type { Stored } from '../store/rows.ts';
+import type { SlaBreachFired } from '../store/timers.ts';
 
 /** Hooks for logs, timelines and tests; none of them may throw. */
 export interface TransitionObserver {
@@ -16,6 +17,8 @@ export interface TransitionObserver {
   onAttempt?(logic: LogicVersion, instance: Instance, result: EffectResult, seconds: number): void;
   /** A claimer is applying the wakes (fired timers, children ended) of a woken instance. */
   onWake?(logic: LogicVersion, stored: Stored): void;
+  /** An SLA timer fired and recorded a breach (once per instance and step, across all processes). */
+  onSlaBreached?(breach: SlaBreachFired): void;
   /** An unexpected error; `workflowId` is null for errors of the poll loop (database away). */
   onError?(workflowId: string | null, err: unknown): void;
   /**

@@ -263,6 +263,7 @@ export class WorkerPool {
       this.#claimDeferred = false;
     }
     for (const r of rounds) this.#take(r.leased);
+    for (const b of rounds.flatMap((r) => r.breaches)) this.observer.onSlaBreached?.(b);
     const fired = rounds.reduce((n, r) => n + r.fired, 0);
     const passedOver = rounds.reduce((n, r) => n + r.passedOver, 0);
     this.#passedOver = passedOver > 0;

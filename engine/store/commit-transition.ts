@@ -1,6 +1,7 @@
 import { isAllowedTransition, TERMINAL_STATES } from '../../contracts/index.ts';
 import { signalParent, spawnChildren } from './children.ts';
-import type { Ctx, Instance } from '../core/instance.ts';
+import type { AttributeWrite } from '../core/attributes.ts';
+import type { Command, Ctx, Instance } from '../core/instance.ts';
 import type { TraceEvent } from '../core/journal.ts';
 import type { Transition } from '../core/transition.ts';
 import type { Db } from './db.ts';
@@ -129,7 +130,23 @@ export function effectsParam(t: Transition, before: Ctx['outputs'], changed: rea
     state: t.instance.state,
     attempts: t.attempts,
     outbox: t.commands.filter((c) => c.type === 'outbox'),
-    timers: t.commands.filter((c) => c.type === 'timer'),
+    timers: t.commands.flatMap((c): object[] => (c.type === 'timer' ? [c] : c.type === 'sla' ? [slaTimer(c)] : [])),
     notify: t.instance.state === 'pending' || t.instance.state === 'compensating',
+    // only a transition that set attributes carries the key: write_effects() tests for it (migration 0031)
+    ...(t.attributes === undefined ? {} : { attributes: attributesParam(t.attributes) }),
   };
+}
+
+/** An SLA timer as write_effects() writes it: purpose 'sla', its payload `{ step, within }`. */
+function slaTimer(c: Extract<Command, { type: 'sla' }>) {
+  return { purpose: 'sla', delayMs: c.delayMs, at: null, seq: null, sla: { step: c.step, within: c.within } };
+}
+
+/** Each attribute in the column of its type; `type: null` unsets it. */
+function attributesParam(attributes: Record<string, AttributeWrite>) {
+  return Object.entries(attributes).map(([name, a]) =>
+    a === null
+      ? { name, type: null }
+      : { name, type: a.type, text: a.type === 'string' ? a.value : null, num: a.type === 'number' ? a.value : null, time: a.type === 'time' ? a.value : null },
+  );
 }

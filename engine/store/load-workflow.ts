@@ -35,8 +35,16 @@ interface StepRunRow {
  * one statement, since the API answers a record on every start and read.
  */
 export async function loadRecord(c: Client, id: string): Promise<WorkflowRecord | null> {
-  const wf = await c.query<WorkflowRow & { runs: (Omit<StepRunRow, 'started_at' | 'finished_at'> & { started_at: string; finished_at: string | null })[] }>(
-    `SELECT w.*, ${OUTPUTS_OF_W}, coalesce((SELECT json_agg(r ORDER BY r.seq) FROM step_runs r WHERE r.workflow_id = w.id AND r.born = w.created_at), '[]') AS runs
+  const wf = await c.query<
+    WorkflowRow & {
+      runs: (Omit<StepRunRow, 'started_at' | 'finished_at'> & { started_at: string; finished_at: string | null })[];
+      attributes: Record<string, string | number> | null;
+    }
+  >(
+    `SELECT w.*, ${OUTPUTS_OF_W}, coalesce((SELECT json_agg(r ORDER BY r.seq) FROM step_runs r WHERE r.workflow_id = w.id AND r.born = w.created_at), '[]') AS runs,
+            (SELECT jsonb_object_agg(a.name, coalesce(to_jsonb(a.text_value), to_jsonb(a.num_value),
+                    to_jsonb(to_char(a.time_value AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))))
+               FROM workflow_attributes a WHERE a.workflow_id = w.id) AS attributes
        FROM workflows w WHERE w.id = $1`,
     [id],
   );
@@ -77,5 +85,6 @@ export async function loadRecord(c: Client, id: string): Promise<WorkflowRecord 
       finishedAt: r.finished_at?.toISOString() ?? null,
     })),
     compensations: i.ctx.compensations.map((r) => ({ step: r.step, generation: r.generation, state: r.state, attempts: r.attempts, error: r.error })),
+    ...(row.attributes === null ? {} : { attributes: row.attributes }),
   };
 }

@@ -251,7 +251,7 @@ $$;
 -- Name: fire_due_timers(integer, integer, double precision); Type: FUNCTION; Schema: flow; Owner: -
 --
 
-CREATE FUNCTION flow.fire_due_timers(lim integer, lease_lim integer, lease_ms double precision) RETURNS TABLE(wf flow.workflows, outputs jsonb, fired integer, next_due_ms double precision, passed_over integer, woken_left integer)
+CREATE FUNCTION flow.fire_due_timers(lim integer, lease_lim integer, lease_ms double precision) RETURNS TABLE(wf flow.workflows, outputs jsonb, fired integer, next_due_ms double precision, passed_over integer, woken_left integer, breaches jsonb)
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -260,7 +260,7 @@ DECLARE
 BEGIN
   PERFORM set_config('role', 'flow_engine', true);
   WITH due AS (
-    SELECT t.id, t.workflow_id, t.purpose, t.fire_at, (t.payload->>'seq')::int AS seq,
+    SELECT t.id, t.workflow_id, t.purpose, t.fire_at, (t.payload->>'seq')::int AS seq, t.payload,
            coalesce(w.state = 'waiting' AND (w.ctx #>> '{running,seq}')::int = (t.payload->>'seq')::int, false) AS current,
            w.lease_expires_at IS NULL OR w.lease_expires_at < statement_timestamp() AS free
     FROM timers t JOIN workflows w ON w.id = t.workflow_id
@@ -287,13 +287,38 @@ BEGIN
   ), gone AS (
     DELETE FROM timers t USING due WHERE t.id = due.id AND (due.free OR NOT due.current)
     RETURNING t.id
+  ), breached AS (
+    -- an SLA timer is never `current`: it wakes nothing and is always dropped (gone)
+    INSERT INTO sla_breaches (env_id, workflow_id, logic_id, step, within)
+    SELECT w.env_id, w.id, w.logic_id, coalesce(due.payload->>'step', ''), due.payload->>'within'
+    FROM due JOIN workflows w ON w.id = due.workflow_id
+    WHERE due.purpose = 'sla'
+      AND w.state NOT IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered')
+      AND (due.payload->>'step' IS NULL OR w.current_step = due.payload->>'step')
+    ON CONFLICT DO NOTHING
+    RETURNING env_id, workflow_id, logic_id, step, within, breached_at
+  ), announced AS (
+    INSERT INTO outbox (env_id, workflow_id, kind, topic, payload, idempotency_key)
+    SELECT b.env_id, b.workflow_id, 'event', 'workflow.sla_breached',
+           jsonb_build_object('id', w.id, 'env', w.env_id, 'logicId', w.logic_id, 'version', w.version,
+                              'step', nullif(b.step, ''), 'within', b.within, 'state', w.state,
+                              'currentStep', w.current_step, 'correlationId', w.correlation_id,
+                              'startedAt', w.created_at, 'breachedAt', b.breached_at),
+           b.workflow_id || ':sla:' || b.step
+    FROM breached b JOIN workflows w ON w.id = b.workflow_id
+    RETURNING 1
   )
   SELECT (SELECT count(*) FROM gone),
          (SELECT count(*) FROM due WHERE current AND NOT free),
          (SELECT count(*) FROM woken WHERE NOT woken.lease),
-         (SELECT array_agg(woken.woken_row) FROM woken WHERE woken.lease)
-  INTO fired, passed_over, woken_left, leased;
+         (SELECT array_agg(woken.woken_row) FROM woken WHERE woken.lease),
+         (SELECT jsonb_agg(jsonb_build_object('env', b.env_id, 'logicId', b.logic_id, 'workflowId', b.workflow_id, 'step', nullif(b.step, '')))
+            FROM breached b)
+  INTO fired, passed_over, woken_left, leased, breaches;
 
+  IF breaches IS NOT NULL THEN
+    PERFORM pg_notify('flow_outbox', '');
+  END IF;
   -- only the instances left unleased are work for the other pools
   IF woken_left > 0 THEN
     PERFORM pg_notify('flow_work', '');
@@ -302,9 +327,9 @@ BEGIN
   SELECT extract(epoch FROM min(t.fire_at) - clock_timestamp()) * 1000 INTO next_due_ms
   FROM timers t WHERE t.fire_at > statement_timestamp();
   RETURN NEXT;
-  fired := NULL; next_due_ms := NULL; passed_over := NULL; woken_left := NULL;
+  fired := NULL; next_due_ms := NULL; passed_over := NULL; woken_left := NULL; breaches := NULL;
   IF leased IS NOT NULL THEN
-    RETURN QUERY SELECT l.wf, l.outputs, fired, next_due_ms, passed_over, woken_left FROM with_outputs(leased) l;
+    RETURN QUERY SELECT l.wf, l.outputs, fired, next_due_ms, passed_over, woken_left, breaches FROM with_outputs(leased) l;
   END IF;
   PERFORM set_config('role', prev_role, true);
 END
@@ -410,6 +435,7 @@ BEGIN
   IF p->'forgotten' <> '[]' THEN
     DELETE FROM workflow_outputs WHERE workflow_id = wf AND step IN (SELECT jsonb_array_elements_text(p->'forgotten'));
   END IF;
+
   IF p->'attempts' <> '[]' THEN
     MERGE INTO step_runs s
     USING jsonb_to_recordset(p->'attempts') AS a(op text, seq int, step text, attempt int, generation int, kind text,
@@ -427,20 +453,36 @@ BEGIN
         USING ERRCODE = 'data_exception';
     END IF;
   END IF;
+
+  IF p ? 'attributes' THEN
+    -- a MERGE: set ones upserted in their type's column, unset ones (type null) deleted
+    MERGE INTO workflow_attributes a
+    USING jsonb_to_recordset(p->'attributes') AS x(name text, type text, text text, num float8, "time" timestamptz)
+    ON a.workflow_id = wf AND a.name = x.name
+    WHEN MATCHED AND x.type IS NULL THEN DELETE
+    WHEN MATCHED THEN
+      UPDATE SET type = x.type, text_value = x.text, num_value = x.num, time_value = x."time", updated_at = now()
+    WHEN NOT MATCHED AND x.type IS NOT NULL THEN
+      INSERT (env_id, workflow_id, name, type, text_value, num_value, time_value) VALUES (env, wf, x.name, x.type, x.text, x.num, x."time");
+  END IF;
+
   IF p->'outbox' <> '[]' THEN
     INSERT INTO outbox (env_id, workflow_id, kind, topic, payload, idempotency_key)
     SELECT env, wf, o.kind, o.topic, o.payload, o."idempotencyKey"
     FROM jsonb_to_recordset(p->'outbox') AS o(kind text, topic text, payload jsonb, "idempotencyKey" text);
     GET DIAGNOSTICS outboxed = ROW_COUNT;
   END IF;
+
   IF p->'timers' <> '[]' THEN
     INSERT INTO timers (env_id, id, workflow_id, purpose, fire_at, payload)
     SELECT env, gen_random_uuid(), wf, t.purpose,
-           coalesce(t.at, now() + t."delayMs" * interval '1 millisecond'), jsonb_build_object('seq', t.seq)
-    FROM jsonb_to_recordset(p->'timers') AS t(purpose text, "delayMs" float8, at timestamptz, seq int);
+           coalesce(t.at, now() + t."delayMs" * interval '1 millisecond'), coalesce(t.sla, jsonb_build_object('seq', t.seq))
+    FROM jsonb_to_recordset(p->'timers') AS t(purpose text, "delayMs" float8, at timestamptz, seq int, sla jsonb);
   END IF;
+
   IF p->>'state' IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered') THEN
     DELETE FROM timers WHERE workflow_id = wf;
+
     INSERT INTO outbox (env_id, workflow_id, kind, topic, payload, idempotency_key, url)
     SELECT env, w.id, 'callback', 'workflow.' || w.state,
            jsonb_build_object('id', w.id, 'env', w.env_id, 'logicId', w.logic_id, 'version', w.version,
@@ -451,9 +493,11 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT;
     outboxed := outboxed + n;
   END IF;
+
   IF outboxed > 0 THEN
     PERFORM pg_notify('flow_outbox', '');
   END IF;
+
   IF (p->>'notify')::boolean THEN
     PERFORM pg_notify('flow_work', '');
   END IF;
@@ -702,6 +746,21 @@ CREATE TABLE flow.schema_migrations (
 );
 
 --
+-- Name: sla_breaches; Type: TABLE; Schema: flow; Owner: -
+--
+
+CREATE TABLE flow.sla_breaches (
+    env_id text NOT NULL,
+    workflow_id uuid NOT NULL,
+    logic_id text NOT NULL,
+    step text NOT NULL,
+    within text NOT NULL,
+    breached_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY flow.sla_breaches FORCE ROW LEVEL SECURITY;
+
+--
 -- Name: step_runs; Type: TABLE; Schema: flow; Owner: -
 --
 
@@ -780,6 +839,27 @@ CREATE TABLE flow.triggers (
 );
 
 ALTER TABLE ONLY flow.triggers FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: workflow_attributes; Type: TABLE; Schema: flow; Owner: -
+--
+
+CREATE TABLE flow.workflow_attributes (
+    env_id text NOT NULL,
+    workflow_id uuid NOT NULL,
+    name text NOT NULL,
+    type text NOT NULL,
+    text_value text,
+    num_value double precision,
+    time_value timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT workflow_attributes_check CHECK (((type = 'string'::text) = (text_value IS NOT NULL))),
+    CONSTRAINT workflow_attributes_check1 CHECK (((type = 'number'::text) = (num_value IS NOT NULL))),
+    CONSTRAINT workflow_attributes_check2 CHECK (((type = 'time'::text) = (time_value IS NOT NULL))),
+    CONSTRAINT workflow_attributes_type_check CHECK ((type = ANY (ARRAY['string'::text, 'number'::text, 'time'::text])))
+);
+
+ALTER TABLE ONLY flow.workflow_attributes FORCE ROW LEVEL SECURITY;
 
 --
 -- Name: workflow_outputs; Type: TABLE; Schema: flow; Owner: -
@@ -903,6 +983,13 @@ ALTER TABLE ONLY flow.schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (name);
 
 --
+-- Name: sla_breaches sla_breaches_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.sla_breaches
+    ADD CONSTRAINT sla_breaches_pkey PRIMARY KEY (workflow_id, step);
+
+--
 -- Name: step_runs step_runs_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
 --
 
@@ -929,6 +1016,13 @@ ALTER TABLE ONLY flow.timers
 
 ALTER TABLE ONLY flow.triggers
     ADD CONSTRAINT triggers_pkey PRIMARY KEY (env_id, event, logic_id);
+
+--
+-- Name: workflow_attributes workflow_attributes_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.workflow_attributes
+    ADD CONSTRAINT workflow_attributes_pkey PRIMARY KEY (workflow_id, name);
 
 --
 -- Name: workflow_outputs workflow_outputs_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
@@ -975,6 +1069,12 @@ CREATE INDEX outbox_due ON flow.outbox USING btree (next_attempt_at) WHERE ((del
 CREATE INDEX outbox_workflow ON flow.outbox USING btree (workflow_id);
 
 --
+-- Name: sla_breaches_recent; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX sla_breaches_recent ON flow.sla_breaches USING btree (env_id, breached_at DESC);
+
+--
 -- Name: timers_due; Type: INDEX; Schema: flow; Owner: -
 --
 
@@ -985,6 +1085,24 @@ CREATE INDEX timers_due ON flow.timers USING btree (fire_at);
 --
 
 CREATE INDEX timers_workflow ON flow.timers USING btree (workflow_id);
+
+--
+-- Name: workflow_attributes_num; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX workflow_attributes_num ON flow.workflow_attributes USING btree (env_id, name, num_value) INCLUDE (workflow_id) WHERE (num_value IS NOT NULL);
+
+--
+-- Name: workflow_attributes_text; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX workflow_attributes_text ON flow.workflow_attributes USING btree (env_id, name, text_value) INCLUDE (workflow_id) WHERE (text_value IS NOT NULL);
+
+--
+-- Name: workflow_attributes_time; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX workflow_attributes_time ON flow.workflow_attributes USING btree (env_id, name, time_value) INCLUDE (workflow_id) WHERE (time_value IS NOT NULL);
 
 --
 -- Name: workflows_idempotency_per_logic; Type: INDEX; Schema: flow; Owner: -
@@ -1074,11 +1192,25 @@ ALTER TABLE ONLY flow.outbox
     ADD CONSTRAINT outbox_workflow_id_fkey FOREIGN KEY (workflow_id) REFERENCES flow.workflows(id) ON DELETE SET NULL;
 
 --
+-- Name: sla_breaches sla_breaches_workflow_id_fkey; Type: FK CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.sla_breaches
+    ADD CONSTRAINT sla_breaches_workflow_id_fkey FOREIGN KEY (workflow_id) REFERENCES flow.workflows(id) ON DELETE CASCADE;
+
+--
 -- Name: timers timers_workflow_id_fkey; Type: FK CONSTRAINT; Schema: flow; Owner: -
 --
 
 ALTER TABLE ONLY flow.timers
     ADD CONSTRAINT timers_workflow_id_fkey FOREIGN KEY (workflow_id) REFERENCES flow.workflows(id) ON DELETE CASCADE;
+
+--
+-- Name: workflow_attributes workflow_attributes_workflow_id_fkey; Type: FK CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.workflow_attributes
+    ADD CONSTRAINT workflow_attributes_workflow_id_fkey FOREIGN KEY (workflow_id) REFERENCES flow.workflows(id) ON DELETE CASCADE;
 
 --
 -- Name: workflow_outputs workflow_outputs_workflow_id_fkey; Type: FK CONSTRAINT; Schema: flow; Owner: -
@@ -1166,6 +1298,12 @@ CREATE POLICY env_isolation ON flow.modules TO flow_app USING ((env_id = current
 CREATE POLICY env_isolation ON flow.outbox TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
 
 --
+-- Name: sla_breaches env_isolation; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY env_isolation ON flow.sla_breaches TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
+
+--
 -- Name: step_runs env_isolation; Type: POLICY; Schema: flow; Owner: -
 --
 
@@ -1182,6 +1320,12 @@ CREATE POLICY env_isolation ON flow.timers TO flow_app USING ((env_id = current_
 --
 
 CREATE POLICY env_isolation ON flow.triggers TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
+
+--
+-- Name: workflow_attributes env_isolation; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY env_isolation ON flow.workflow_attributes TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
 
 --
 -- Name: workflow_outputs env_isolation; Type: POLICY; Schema: flow; Owner: -
@@ -1304,6 +1448,12 @@ CREATE POLICY scheduler ON flow.modules TO flow_engine USING (true) WITH CHECK (
 CREATE POLICY scheduler ON flow.outbox TO flow_engine USING (true) WITH CHECK (true);
 
 --
+-- Name: sla_breaches scheduler; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY scheduler ON flow.sla_breaches TO flow_engine USING (true) WITH CHECK (true);
+
+--
 -- Name: step_runs scheduler; Type: POLICY; Schema: flow; Owner: -
 --
 
@@ -1322,6 +1472,12 @@ CREATE POLICY scheduler ON flow.timers TO flow_engine USING (true) WITH CHECK (t
 CREATE POLICY scheduler ON flow.triggers TO flow_engine USING (true) WITH CHECK (true);
 
 --
+-- Name: workflow_attributes scheduler; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY scheduler ON flow.workflow_attributes TO flow_engine USING (true) WITH CHECK (true);
+
+--
 -- Name: workflow_outputs scheduler; Type: POLICY; Schema: flow; Owner: -
 --
 
@@ -1332,6 +1488,12 @@ CREATE POLICY scheduler ON flow.workflow_outputs TO flow_engine USING (true) WIT
 --
 
 CREATE POLICY scheduler ON flow.workflows TO flow_engine USING (true) WITH CHECK (true);
+
+--
+-- Name: sla_breaches; Type: ROW SECURITY; Schema: flow; Owner: -
+--
+
+ALTER TABLE flow.sla_breaches ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: step_runs; Type: ROW SECURITY; Schema: flow; Owner: -
@@ -1356,6 +1518,12 @@ ALTER TABLE flow.timers ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE flow.triggers ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: workflow_attributes; Type: ROW SECURITY; Schema: flow; Owner: -
+--
+
+ALTER TABLE flow.workflow_attributes ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: workflow_outputs; Type: ROW SECURITY; Schema: flow; Owner: -
@@ -1554,6 +1722,13 @@ GRANT USAGE ON SEQUENCE flow.outbox_id_seq TO flow_app;
 GRANT USAGE ON SEQUENCE flow.outbox_id_seq TO flow_engine;
 
 --
+-- Name: TABLE sla_breaches; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.sla_breaches TO flow_app;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.sla_breaches TO flow_engine;
+
+--
 -- Name: TABLE step_runs; Type: ACL; Schema: flow; Owner: -
 --
 
@@ -1573,6 +1748,13 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.timers TO flow_engine;
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.triggers TO flow_app;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.triggers TO flow_engine;
+
+--
+-- Name: TABLE workflow_attributes; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.workflow_attributes TO flow_app;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.workflow_attributes TO flow_engine;
 
 --
 -- Name: TABLE workflow_outputs; Type: ACL; Schema: flow; Owner: -

@@ -12,6 +12,16 @@ export interface FiredTimers {
   leased: Stored[];
   /** Instances woken and left unleased: any pool's claim takes them. */
   wokenLeft: number;
+  /** SLA breaches this poll recorded (migration 0031), each once ever: for flow_sla_breaches_total. */
+  breaches: SlaBreachFired[];
+}
+
+/** A breach recorded by an SLA timer; `step` null: the instance's own SLA. */
+export interface SlaBreachFired {
+  env: string;
+  logicId: string;
+  workflowId: string;
+  step: string | null;
 }
 
 type FireRow = (WorkflowRow | { [K in keyof WorkflowRow]: null }) & {
@@ -19,6 +29,7 @@ type FireRow = (WorkflowRow | { [K in keyof WorkflowRow]: null }) & {
   next_due_ms: number | null;
   passed_over: number | null;
   woken_left: number | null;
+  breaches: SlaBreachFired[] | null;
 };
 
 /**
@@ -35,7 +46,7 @@ export async function fireDueTimers(on: Queryable, limit: number, lease: { limit
   // the counts come in the row without an instance; each leased instance with its outputs (0011)
   const res = await on.query<FireRow>({
     name: 'flow_fire_timers',
-    text: 'SELECT (f.wf).*, f.outputs, f.fired, f.next_due_ms, f.passed_over, f.woken_left FROM fire_due_timers($1, $2, $3) f',
+    text: 'SELECT (f.wf).*, f.outputs, f.fired, f.next_due_ms, f.passed_over, f.woken_left, f.breaches FROM fire_due_timers($1, $2, $3) f',
     values: [limit, lease.limit, lease.leaseMs],
   });
   const counts = res.rows.find((r) => r.id === null)!;
@@ -45,6 +56,7 @@ export async function fireDueTimers(on: Queryable, limit: number, lease: { limit
     passedOver: counts.passed_over!,
     leased: res.rows.filter((r): r is WorkflowRow & FireRow => r.id !== null).map(toStored),
     wokenLeft: counts.woken_left!,
+    breaches: counts.breaches ?? [],
   };
 }
 

@@ -1,4 +1,6 @@
 import type { WorkflowState } from '../../contracts/index.ts';
+import { type AttributeCondition, attributeConditions } from '../../contracts/api/attributes.ts';
+import { instantMs } from '../core/attributes.ts';
 
 /**
  * Which instances a listing, a bulk job or a stuck report covers: the one filter every caller
@@ -18,6 +20,10 @@ export interface WorkflowFilter {
   from?: string;
   /** Created before this instant (ISO 8601). */
   to?: string;
+  /** Search attributes, as AttributeFilters takes them: `{ accountId: 'acct-2', 'amount.gte': '100' }`. */
+  attributes?: Readonly<Record<string, string>>;
+  /** Only instances with a recorded SLA breach (migration 0031). */
+  slaBreached?: boolean;
   /** How long runnable counts as stuck. (Default: 60 000) */
   pendingForMs?: number;
   /** How long parked on a 202 without a `timeoutMs` counts as stuck. (Default: 86 400 000, a day) */
@@ -55,9 +61,10 @@ export const STUCK_DEFAULTS: StuckThresholds = { pendingForMs: 60_000, parkedFor
  * (`$n`). A stuck listing decides it only for `stuckCandidates()`.
  */
 function stuckConditions(w: string, pendingMs: string, parkedMs: string): [reasonSql: string, condition: string][] {
-  const overdue = `SELECT t.workflow_id FROM timers t WHERE t.fire_at < now()`;
+  // an SLA timer (migration 0031) ends nothing: overdue, it says nothing about being stuck
+  const overdue = `SELECT t.workflow_id FROM timers t WHERE t.fire_at < now() AND t.purpose <> 'sla'`;
   const purpose = `(SELECT CASE t.purpose WHEN 'deadline' THEN 'deadline_passed' WHEN 'callback' THEN 'callback_overdue' ELSE t.purpose || '_overdue' END
-                      FROM timers t WHERE t.workflow_id = ${w}.id AND t.fire_at < now() ORDER BY t.fire_at LIMIT 1)`;
+                      FROM timers t WHERE t.workflow_id = ${w}.id AND t.fire_at < now() AND t.purpose <> 'sla' ORDER BY t.fire_at LIMIT 1)`;
   return [
     [`'lease_expired'`, `${w}.state IN ('processing', 'compensating') AND ${w}.lease_expires_at < now()`],
     [purpose, `${w}.state = 'waiting' AND ${w}.id IN (${overdue})`],
@@ -69,7 +76,7 @@ function stuckConditions(w: string, pendingMs: string, parkedMs: string): [reaso
     [
       `'callback_parked'`,
       `${w}.state = 'waiting' AND ${w}.updated_at < now() - ${parkedMs}::float8 * interval '1 millisecond' AND ${w}.wakes IS NULL
-       AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.workflow_id = ${w}.id)
+       AND NOT EXISTS (SELECT 1 FROM timers t WHERE t.workflow_id = ${w}.id AND t.purpose <> 'sla')
        AND (SELECT v.doc->'steps'->${w}.current_step->>'kind' FROM logic_versions v
              WHERE v.env_id = ${w}.env_id AND v.logic_id = ${w}.logic_id AND v.version = ${w}.version) IN ('proxy', 'http')`,
     ],
@@ -91,7 +98,7 @@ export function stuckReason(w: string, pendingMs: string, parkedMs: string): str
  */
 function stuckCandidates(pendingMs: string, parkedMs: string): string {
   return `SELECT c.id FROM workflows c WHERE c.state IN ('processing', 'compensating') AND c.lease_expires_at < now()
-    UNION ALL SELECT t.workflow_id FROM timers t WHERE t.fire_at < now()
+    UNION ALL SELECT t.workflow_id FROM timers t WHERE t.fire_at < now() AND t.purpose <> 'sla'
     UNION ALL SELECT c.id FROM workflows c
       WHERE (c.state IN ('pending', 'compensating') OR (c.state = 'waiting' AND c.wakes IS NOT NULL))
         AND c.run_at < now() - ${pendingMs}::float8 * interval '1 millisecond'
@@ -129,7 +136,45 @@ export function filterClause(f: WorkflowFilter, params: unknown[]): { where: str
   if (f.parent !== undefined) where.push(`w.parent_id = ${at(f.parent)}::uuid`);
   if (f.from !== undefined) where.push(`w.created_at >= ${at(f.from)}::timestamptz`);
   if (f.to !== undefined) where.push(`w.created_at < ${at(f.to)}::timestamptz`);
+  for (const [name, conditions] of byName(attributeConditions(f.attributes ?? {}))) where.push(attributeMatch(name, conditions, at));
+  if (f.slaBreached === true) where.push(`w.id IN (SELECT b.workflow_id FROM sla_breaches b)`);
+  if (f.slaBreached === false) where.push(`w.id NOT IN (SELECT b.workflow_id FROM sla_breaches b)`);
   if (f.stuck === true) where.push(isStuck('w', ...limits()));
   if (f.stuck === false) where.push(`${reason()} IS NULL`);
   return { where: where.length === 0 ? 'true' : where.join(' AND '), reason };
+}
+
+function byName(conditions: AttributeCondition[]): Map<string, AttributeCondition[]> {
+  const out = new Map<string, AttributeCondition[]>();
+  for (const c of conditions) out.set(c.name, [...(out.get(c.name) ?? []), c]);
+  return out;
+}
+
+const NUMBER = /^-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+const SQL_OP = { eq: '=', gt: '>', gte: '>=', lt: '<', lte: '<=' } as const;
+
+/**
+ * The instances whose attribute `name` meets every condition: one range scan of an index of
+ * workflow_attributes (migration 0031), led by (env_id, name), its ids then looked up by primary
+ * key, as the correlationId filter looks up its own. A value is compared in the column of the type
+ * it reads as (core/attributes.ts types stored values the same way): equality looks in each column
+ * the value could be in; a bound compares as a number, else as a time, else as text.
+ */
+function attributeMatch(name: string, conditions: AttributeCondition[], at: (v: unknown) => string): string {
+  const terms: string[] = [];
+  for (const c of conditions) {
+    const num = NUMBER.test(c.value) && Number.isFinite(Number(c.value)) ? Number(c.value) : null;
+    const ms = instantMs(c.value);
+    const time = ms === null ? null : new Date(ms).toISOString();
+    const op = SQL_OP[c.op];
+    if (c.op === 'eq') {
+      const any = [`a.text_value = ${at(c.value)}`];
+      if (num !== null) any.push(`a.num_value = ${at(num)}::float8`);
+      if (time !== null) any.push(`a.time_value = ${at(time)}::timestamptz`);
+      terms.push(any.length === 1 ? any[0]! : `(${any.join(' OR ')})`);
+    } else if (num !== null) terms.push(`a.num_value ${op} ${at(num)}::float8`);
+    else if (time !== null) terms.push(`a.time_value ${op} ${at(time)}::timestamptz`);
+    else terms.push(`a.text_value ${op} ${at(c.value)}`);
+  }
+  return `w.id IN (SELECT a.workflow_id FROM workflow_attributes a WHERE a.name = ${at(name)} AND ${terms.join(' AND ')})`;
 }

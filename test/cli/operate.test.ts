@@ -43,6 +43,12 @@ const held = logic({
     charge: { kind: 'proxy', handler: 'TEST', method: 'POST', path: '/charge', retry: { maxAttempts: 1 } },
   },
 } as never);
+const acct = logic({
+  logicId: 'cli.acct',
+  start: 'note',
+  attributes: { accountId: { value: 'input.accountId' }, amount: { value: 'input.amount' } },
+  steps: { note: { kind: 'pass' } },
+} as never);
 const BIN = new URL('../../bin/s8flow.mjs', import.meta.url).pathname;
 
 describe('s8flow operator commands over the API', () => {
@@ -84,7 +90,7 @@ describe('s8flow operator commands over the API', () => {
     db = await openDb();
     await migrate(db);
     engine = new Engine({ db, executors: { handlers: new Map([['TEST', { url: svc.url }]]) }, worker: { concurrency: 2, pollMs: 50 } });
-    for (const doc of [flaky, hello, ask, held]) await engine.publishVersion(engine.env, doc);
+    for (const doc of [flaky, hello, ask, held, acct]) await engine.publishVersion(engine.env, doc);
     await engine.workers.start();
     api = await buildApi({ engine, auth: { secret: SECRET, production: false } });
     url = await api.app.listen({ host: '127.0.0.1', port: 0 });
@@ -151,6 +157,23 @@ describe('s8flow operator commands over the API', () => {
     await db.pool.query('UPDATE workflows SET parent_id = $1 WHERE id = $2', [id, child.id]);
     const children = JSON.parse((await run('ls', '--parent', id, '--json', ...target(admin))).out);
     expect(children.items.map((i: { id: string }) => i.id)).toEqual([child.id]);
+  });
+
+  it('ls and bulk filter by search attributes (--attr) and by SLA breach (--sla-breached)', async () => {
+    const started: string[] = [];
+    for (const [accountId, amount] of [['acct-1', 50], ['acct-2', 100], ['acct-2', 700]] as const) {
+      const { id } = await engine.start({ logicId: 'cli.acct', input: { accountId, amount } });
+      await engine.settled(id);
+      started.push(id);
+    }
+    const ids = async (...f: string[]) => JSON.parse((await run('ls', '--logic-id', 'cli.acct', ...f, '--json', ...target(admin))).out).items.map((i: { id: string }) => i.id).sort();
+    await expect(ids('--attr', 'accountId=acct-2')).resolves.toEqual([started[1], started[2]].sort());
+    await expect(ids('--attr', 'accountId=acct-2', '--attr', 'amount.lt=500')).resolves.toEqual([started[1]]);
+    await db.pool.query(`INSERT INTO sla_breaches (env_id, workflow_id, logic_id, step, within) SELECT env_id, id, logic_id, '', 'PT1S' FROM workflows WHERE id = $1`, [started[0]]);
+    await expect(ids('--sla-breached')).resolves.toEqual([started[0]]);
+    const preview = JSON.parse((await run('bulk', 'cancel', '--attr', 'accountId=acct-2', '--reason', 'r', '--dry-run', '--json', ...target(admin))).out);
+    expect(preview.count).toBe(2);
+    expect((await run('ls', '--attr', 'accountId', ...target(admin))).code).toBe(2);
   });
 
   it('exits 2 without a target, 3 for an unknown id, 4 for a verb that does not apply, 5 for a missing scope', async () => {

@@ -26,6 +26,34 @@ describe('builder type inference', () => {
     });
   });
 
+  test('attribute mappings see the input at the start, and a step its own output', () => {
+    workflow({
+      logicId: 'types.attrs',
+      version: 1,
+      domain: 'types',
+      input: z.object({ accountId: z.string(), amount: z.number() }),
+      attributes: {
+        accountId: ({ input }) => input.accountId,
+        amount: { type: 'number', value: ({ input }) => input.amount },
+        // @ts-expect-error an attribute is a string, a number or a time, not an object
+        whole: ({ input }) => input,
+      },
+      sla: { within: 'PT2H' },
+    }).proxy('settle', {
+      path: '/s',
+      output: z.object({ at: z.string() }),
+      sla: { within: 'PT10M' },
+      attributes: {
+        settledAt: ({ output }) => {
+          expectTypeOf(output.at).toEqualTypeOf<string>();
+          return output.at;
+        },
+        // @ts-expect-error the output has no field "when"
+        late: ({ output }) => output.when,
+      },
+    });
+  });
+
   test('later steps see earlier step outputs typed by their output schema', () => {
     base
       .proxy('reserve', { path: '/r', output: z.object({ reservationId: z.string() }) })

@@ -27,6 +27,14 @@ const slow = logic({
   },
 } as never);
 
+// ui.acct: instances found by an account attribute, each done at once
+const acct = logic({
+  logicId: 'ui.acct',
+  start: 'note',
+  attributes: { accountId: { value: 'input.accountId' }, amount: { value: 'input.amount' } },
+  steps: { note: { kind: 'pass' } },
+} as never);
+
 let chargeUp = false;
 let release: () => void = () => {};
 const gate = new Promise<void>((r) => {
@@ -45,7 +53,7 @@ describe.skipIf(!HAVE_CHROMIUM)('the console in chromium', () => {
         return { status: 200, body: { worked: true } };
       })
       .listen();
-    env = await startConsoleEnv({ sub: 'alice@payments', scope: 'flow:admin payments:approve', logics: [flaky, slow], svc });
+    env = await startConsoleEnv({ sub: 'alice@payments', scope: 'flow:admin payments:approve', logics: [flaky, slow, acct], svc });
   });
   afterAll(async () => {
     release();
@@ -132,6 +140,44 @@ describe.skipIf(!HAVE_CHROMIUM)('the console in chromium', () => {
     await page.goto(`${env.url}/ui/`);
     await page.getByText('Instances by state').waitFor();
     await env.shot('console-overview');
+  });
+
+  it('filters the instance list by search attributes and by SLA breach, and the overview counts and lists breaches', async () => {
+    const ids: Record<string, string> = {};
+    for (const [k, accountId, amount] of [['one', 'acct-31', 10], ['two', 'acct-32', 20], ['three', 'acct-32', 900]] as const) {
+      ids[k] = (await env.engine.start({ logicId: 'ui.acct', input: { accountId, amount } })).id;
+      await env.engine.settled(ids[k]!);
+    }
+    const page = env.page;
+    await page.goto(`${env.url}/ui/instances?logicId=ui.acct`);
+    await page.locator('[data-testid=instances] tbody tr').nth(2).waitFor();
+    await page.getByLabel('attributes').fill('accountId=acct-32, amount.lt=100');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.waitForURL(/attr\.accountId=acct-32/);
+    await page.locator('[data-testid=instances] tbody tr').filter({ hasText: ids['two']!.slice(0, 8) }).waitFor();
+    await expect(page.locator('[data-testid=instances] tbody tr').count()).resolves.toBe(1);
+    // the bulk preview takes the same filter
+    await page.getByTestId('bulk').getByRole('button', { name: 'Preview' }).click();
+    await page.getByTestId('bulk-preview').getByText('1', { exact: true }).waitFor();
+    await env.shot('console-instances-attributes');
+    // an instance shows its attributes, each a link to the instances that share it
+    await page.goto(`${env.url}/ui/instances/${ids['three']}`);
+    await page.getByTestId('attributes').getByText('accountId=acct-32').click();
+    await page.waitForURL(/attr\.accountId=acct-32/);
+    await page.locator('[data-testid=instances] tbody tr').nth(1).waitFor();
+    await expect(page.locator('[data-testid=instances] tbody tr').count()).resolves.toBe(2);
+
+    await env.engine.db.pool.query(
+      `INSERT INTO sla_breaches (env_id, workflow_id, logic_id, step, within) SELECT env_id, id, logic_id, '', 'PT1H' FROM workflows WHERE id = $1`,
+      [ids['three']],
+    );
+    await page.goto(`${env.url}/ui/`);
+    await page.getByTestId('sla-breach-list').getByText('ui.acct').waitFor();
+    await expect(page.getByTestId('sla-breaches').textContent()).resolves.toBe('1');
+    await page.getByTestId('sla-breaches').getByRole('link').click();
+    await page.locator('[data-testid=instances] tbody tr').filter({ hasText: ids['three']!.slice(0, 8) }).waitFor();
+    await expect(page.locator('[data-testid=instances] tbody tr').count()).resolves.toBe(1);
+    await env.shot('console-sla-breached');
   });
 
   it('shows a version with its diagram, hash and in-flight count, and retires it (new starts refused)', async () => {

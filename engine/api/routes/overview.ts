@@ -3,6 +3,7 @@ import { EnvParams } from '../../../contracts/api/common.ts';
 import { Overview } from '../../../contracts/api/overview.ts';
 import type { Engine } from '../../runtime/engine.ts';
 import { readOverview } from '../../store/overview.ts';
+import { readSlaBreaches } from '../../store/sla-breaches.ts';
 import { inEnv } from '../../store/tx.ts';
 import { principalOf, requireScope } from '../guard.ts';
 import { BEARER, PROBLEMS } from './shared.ts';
@@ -15,7 +16,7 @@ export const overviewRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (
       config: { scope: 'flow:read' },
       schema: {
         tags: ['console'],
-        summary: 'Counts by state per version, stuck instances, dead letters, decisions waiting, queue depth',
+        summary: 'Counts by state per version, stuck instances, dead letters, decisions waiting, queue depth, SLA breaches',
         security: BEARER,
         params: EnvParams,
         response: { 200: Overview, ...PROBLEMS },
@@ -24,13 +25,14 @@ export const overviewRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (
     async (req) => {
       const env = req.params.env;
       requireScope(principalOf(req), 'flow:read', undefined, 'the overview of every definition');
-      const [overview, stuck, dead] = await Promise.all([
+      const [overview, stuck, dead, slaBreaches] = await Promise.all([
         inEnv(engine.db, env, (c) => readOverview(c)),
         engine.ops.listStuck({ env, limit: 50 }),
         engine.ops.listDeadLettered({ env, limit: 50 }),
+        inEnv(engine.db, env, (c) => readSlaBreaches(c)),
       ]);
       const brief = ({ ctx: _ctx, ...rest }: (typeof stuck)[number]) => rest;
-      return { ...overview, stuck: stuck.map(brief), deadLettered: dead.map(brief) };
+      return { ...overview, stuck: stuck.map(brief), deadLettered: dead.map(brief), slaBreaches };
     },
   );
 };

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { EnvParams, WorkflowParams } from '../../../contracts/api/common.ts';
+import { attributeQuery } from '../../../contracts/api/attributes.ts';
 import {
   HistoryQuery,
   ListWorkflowsQuery,
@@ -75,6 +76,8 @@ export const workflowRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (
           ...(q.parent === undefined ? {} : { parent: q.parent }),
           ...(q.from === undefined ? {} : { from: q.from }),
           ...(q.to === undefined ? {} : { to: q.to }),
+          ...(q.slaBreached === undefined ? {} : { slaBreached: q.slaBreached }),
+          attributes: attributeQuery(q),
         },
         { env: req.params.env, limit: limit + 1, after: q.cursor === undefined ? null : decodeCursor(q.cursor) },
       );
