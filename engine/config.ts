@@ -3,6 +3,7 @@ import { checkJwksSettings } from './api/auth.ts';
 import { AuthKeysMissing, ConfigInvalid, SecretMissing } from './errors.ts';
 import { parseAllowlist } from './executors/allowlist.ts';
 import { type HandlerProfiles, loadHandlerProfiles } from './executors/handlers.ts';
+import { checkIdentities } from './executors/m2m/settings.ts';
 import type { EngineOptions } from './runtime/engine.ts';
 import { DEFAULT_TIMEOUT_CAPS, type TimeoutCaps } from './runtime/execute-attempt.ts';
 import { DEFAULT_MAX_INPUT_BYTES, DEFAULT_RETRY_AFTER_MAX_MS } from './runtime/storable.ts';
@@ -39,6 +40,11 @@ const EnvSchema = z.object({
   FLOW_RETRY_AFTER_MAX_MS: z.coerce.number().int().min(0).max(MAX_WAIT_MS).default(DEFAULT_RETRY_AFTER_MAX_MS),
   FLOW_STUCK_PENDING_MS: z.coerce.number().int().min(1).optional(),
   FLOW_STUCK_PARKED_MS: z.coerce.number().int().min(1).optional(),
+  FLOW_SECRETS_KEY: z
+    .string()
+    .refine((v) => /^[A-Za-z0-9+/]+={0,2}$/.test(v) && Buffer.from(v, 'base64').length === 32, 'must be 32 bytes in base64 (openssl rand -base64 32)')
+    .transform((v) => Buffer.from(v, 'base64'))
+    .optional(),
 });
 
 /** Everything the engine process is configured with, typed, read once at boot. */
@@ -77,6 +83,8 @@ export interface FlowConfig {
   maxRetryAfterMs: number;
   /** When an instance counts as stuck: runnable and unclaimed, parked on a 202 without timeoutMs. (Default: a minute, a day) */
   stuck: { pendingForMs?: number; parkedForMs?: number };
+  /** FLOW_SECRETS_KEY: encrypts what the engine keeps of its own credentials (registered OAuth clients). */
+  secretsKey: Buffer | undefined;
 }
 
 /**
@@ -105,6 +113,7 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): FlowConfig {
       const bad = globs.find((g) => !SERVES_GLOB.test(g));
       if (bad !== undefined) throw new ConfigInvalid(`FLOW_HANDLER_${name}_SERVES${suffix}`, `${JSON.stringify(bad)} is not a logicId glob (letters, digits, . _ - and *)`);
     }
+    checkIdentities(name, profile, { production, secretsKey: env.FLOW_SECRETS_KEY !== undefined });
   }
   return {
     databaseUrl: env.DATABASE_URL,
@@ -127,6 +136,7 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): FlowConfig {
       ...(env.FLOW_STUCK_PENDING_MS === undefined ? {} : { pendingForMs: env.FLOW_STUCK_PENDING_MS }),
       ...(env.FLOW_STUCK_PARKED_MS === undefined ? {} : { parkedForMs: env.FLOW_STUCK_PARKED_MS }),
     },
+    secretsKey: env.FLOW_SECRETS_KEY,
   };
 }
 
@@ -147,6 +157,7 @@ export function engineOptionsFrom(config: FlowConfig, db: Db, extra: Partial<Eng
     maxInputBytes: config.maxInputBytes,
     maxRetryAfterMs: config.maxRetryAfterMs,
     stuck: config.stuck,
+    ...(config.secretsKey ? { secretsKey: config.secretsKey } : {}),
     ...(config.eventSinkUrl ? { eventSink: { url: config.eventSinkUrl } } : {}),
     ...extra,
     worker: { timeoutCaps: config.timeoutCaps, ...extra.worker },

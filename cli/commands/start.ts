@@ -70,6 +70,8 @@ export async function startCommand(argv: string[]): Promise<number> {
     : null;
   await migrate(db);
   migrated();
+  // handler identities that register (RFC 7591) do it now: a refused registration stops boot
+  await engine.identities.prepare();
   // an artifact directory is published into the database, modules included: every node runs it
   if (artifacts !== undefined) {
     for (const doc of publishOrder(await readArtifactDir(artifacts))) await engine.publishVersion(env, doc, await artifactModules(artifacts, doc));

@@ -3,6 +3,7 @@ import https from 'node:https';
 import type { LookupFunction } from 'node:net';
 import type { StepOutcome } from '../../contracts/index.ts';
 import { DEFAULT_MAX_INPUT_BYTES } from '../core/storable.ts';
+import { isTlsRefusal } from './m2m/tls.ts';
 
 export interface HttpCall {
   method: string;
@@ -19,6 +20,8 @@ export interface HttpCall {
   signal?: AbortSignal;
   /** Resolves the host for this call only: the address the allowlist checked (allowlist.ts, `pinnedLookup`). */
   lookup?: LookupFunction;
+  /** The agent presenting a handler's client certificate (engine/executors/m2m/tls.ts). (Default: a shared keep-alive agent) */
+  agent?: http.Agent;
 }
 
 const MAX_ERROR_BODY = 500;
@@ -36,6 +39,10 @@ export async function callHttp(call: HttpCall): Promise<StepOutcome> {
     const e = err as Error & { code?: string };
     if (call.signal?.aborted) {
       return { status: 'failed', retryable: true, error: { code: 'ABORTED', message: `${call.method} ${call.url} abandoned: ${String(call.signal.reason)}` } };
+    }
+    if (isTlsRefusal(e)) {
+      const message = `${call.url} refused the client certificate (${e.code}); check the handler's FLOW_HANDLER_*_TLS_CERT_FILE against the CA the service trusts`;
+      return { status: 'failed', retryable: false, error: { code: 'FLOW_M2M_TLS_REFUSED', message } };
     }
     const timedOut = e.name === 'TimeoutError' || e.name === 'AbortError' || e.code === 'ABORT_ERR';
     return {
@@ -104,7 +111,7 @@ function send(call: HttpCall): Promise<Answer> {
   const lib = target.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
     const pinned = call.lookup === undefined ? {} : { lookup: call.lookup };
-    const req = lib.request({ ...target, ...pinned, method: call.method, headers, agent: agents[target.protocol] }, (res) => {
+    const req = lib.request({ ...target, ...pinned, method: call.method, headers, agent: call.agent ?? agents[target.protocol] }, (res) => {
       const chunks: Buffer[] = [];
       const answer = (overflow: boolean) => ({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8'), overflow });
       // a body past the cap is never buffered whole: the response is dropped where it passes it
