@@ -69,13 +69,14 @@ export interface ExecutorOptions {
 
 export function createExecutors(opts: ExecutorOptions = {}): Executors {
   const handlers = opts.handlers ?? new Map();
+  const identities = opts.identities ?? new Identities(handlers);
   return {
-    proxy: proxyExecutor(handlers, opts.identities ?? new Identities(handlers), opts.maxBodyBytes),
+    proxy: proxyExecutor(handlers, identities, opts.maxBodyBytes),
     http: httpExecutor(opts.httpAllowlist ?? [], opts.resolve, opts.maxBodyBytes),
     func: opts.func
       ? opts.func
       : opts.funcRuntime
-      ? funcExecutor(opts.funcRuntime, httpHostTransport(handlers, opts.maxBodyBytes))
+      ? funcExecutor(opts.funcRuntime, httpHostTransport(handlers, identities, opts.maxBodyBytes))
       : async () => ({
         status: 'failed',
         retryable: false,

@@ -35,13 +35,19 @@ export function requestOptions(tls: ClientTls | undefined): { [oauth.customFetch
 }
 
 /**
- * The authorization server of an identity: discovered from OAUTH_ISSUER (RFC 8414), else the
+ * The authorization server of an identity: discovered from OAUTH_ISSUER (OpenID Connect
+ * Discovery, else RFC 8414), else the
  * token endpoint alone, whose URL is then also the audience of a private_key_jwt assertion.
  */
 export async function authorizationServer(name: string, s: IdentitySettings, tls: ClientTls | undefined): Promise<oauth.AuthorizationServer> {
   if (s.issuer === undefined) return { issuer: s.tokenEndpoint!, token_endpoint: s.tokenEndpoint! };
   const issuer = new URL(s.issuer);
-  const as = await asked(name, s.issuer, async () => oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...requestOptions(tls) })));
+  // OpenID Connect's well-known document first (most servers serve it), RFC 8414's where it is absent
+  const as = await asked(name, s.issuer, async () => {
+    const oidc = await oauth.discoveryRequest(issuer, { algorithm: 'oidc', ...requestOptions(tls) });
+    const res = oidc.status === 404 ? await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...requestOptions(tls) }) : oidc;
+    return oauth.processDiscoveryResponse(issuer, res);
+  });
   return s.tokenEndpoint === undefined ? as : { ...as, token_endpoint: s.tokenEndpoint };
 }
 
