@@ -123,3 +123,20 @@ export class Rig {
 }
 
 export { settle };
+
+/** Every row of every table of the engine's schema, as text: where a secret must never be found. */
+export async function everyRow(db: Db): Promise<string> {
+  const tables = await db.pool.query<{ table_name: string }>(
+    `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`,
+  );
+  const out: string[] = [];
+  for (const { table_name } of tables.rows) {
+    const rows = await db.pool.query<{ row: string }>(`SELECT t::text AS row FROM ${escapeIdent(table_name)} t`);
+    out.push(...rows.rows.map((r) => r.row));
+  }
+  return out.join('\n');
+}
+
+function escapeIdent(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}

@@ -130,7 +130,7 @@ export async function asked<T>(name: string, url: string, request: () => Promise
     if (isTlsRefusal(err) || isTlsRefusal((err as Error).cause)) throw new TlsRefused(name, url, String((err as { code?: string }).code ?? (err as { cause?: { code?: string } }).cause?.code));
     const status = statusOf(err);
     if (status !== undefined && status >= 400 && status < 500 && status !== 429 && status !== 408) {
-      const e = err as { error?: string; error_description?: string };
+      const e = oauthError(err);
       throw new ClientRefused(name, e.error === undefined ? `${url} answered ${status}` : `${e.error}${e.error_description ? ` (${e.error_description})` : ''}`, err);
     }
     const detail = status === undefined ? ((err as { code?: string }).code ?? (err as Error).message) : `${url} answered ${status}`;
@@ -142,4 +142,10 @@ function statusOf(err: unknown): number | undefined {
   const e = err as { status?: unknown; cause?: unknown } | null;
   if (typeof e?.status === 'number') return e.status;
   return e?.cause instanceof Response ? e.cause.status : undefined;
+}
+
+/** The OAuth `error` of a refusal: in the JSON body, or (a 401) in the WWW-Authenticate challenge. */
+function oauthError(err: unknown): { error?: string; error_description?: string } {
+  if (err instanceof oauth.WWWAuthenticateChallengeError) return err.cause[0]?.parameters ?? {};
+  return err as { error?: string; error_description?: string };
 }

@@ -56,7 +56,7 @@ export class AuthServer {
       return raw === undefined ? undefined : new X509Certificate(raw);
     };
     this.provider = new Provider(this.issuer, {
-      clients: this.opts.clients as never,
+      clients: this.opts.clients,
       jwks: { keys: [{ ...this.#signing.privateKey.export({ format: 'jwk' }), alg: 'ES256', use: 'sig', kid: 'signing' }] as never },
       cookies: { keys: ['test-cookie-key'] },
       clientDefaults: { id_token_signed_response_alg: 'ES256', grant_types: ['client_credentials'], response_types: [] },
@@ -85,7 +85,7 @@ export class AuthServer {
           getResourceServerInfo: () => ({ scope: 'ledger', audience: RESOURCE, accessTokenTTL: ttl, accessTokenFormat: 'jwt', jwt: { sign: { alg: 'ES256' } } }),
         },
       },
-    } as never);
+    });
     const handle = this.provider.callback();
     this.#server.on('request', (req, res) => {
       if (req.method === 'POST' && req.url?.startsWith('/reg')) this.registrations++;
