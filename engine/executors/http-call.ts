@@ -3,7 +3,7 @@ import https from 'node:https';
 import type { LookupFunction } from 'node:net';
 import type { StepOutcome } from '../../contracts/index.ts';
 import { DEFAULT_MAX_INPUT_BYTES } from '../core/storable.ts';
-import { isTlsRefusal } from './m2m/tls.ts';
+import { certificateRefusal } from './m2m/tls.ts';
 
 export interface HttpCall {
   method: string;
@@ -40,9 +40,11 @@ export async function callHttp(call: HttpCall): Promise<StepOutcome> {
     if (call.signal?.aborted) {
       return { status: 'failed', retryable: true, error: { code: 'ABORTED', message: `${call.method} ${call.url} abandoned: ${String(call.signal.reason)}` } };
     }
-    if (isTlsRefusal(e)) {
-      const message = `${call.url} refused the client certificate (${e.code}); check the handler's FLOW_HANDLER_*_TLS_CERT_FILE against the CA the service trusts`;
-      return { status: 'failed', retryable: false, error: { code: 'FLOW_M2M_TLS_REFUSED', message } };
+    const refused = call.agent === undefined ? null : certificateRefusal(e, (e as { freshConnection?: boolean }).freshConnection === true);
+    if (refused !== null) {
+      const how = refused.retryable ? 'closed the fresh connection that presented' : 'refused';
+      const message = `${call.method} ${call.url}: the service ${how} the client certificate (${e.code}); check the handler's FLOW_HANDLER_*_TLS_CERT_FILE against the CA the service trusts`;
+      return { status: 'failed', retryable: refused.retryable, error: { code: 'FLOW_M2M_TLS_REFUSED', message } };
     }
     const timedOut = e.name === 'TimeoutError' || e.name === 'AbortError' || e.code === 'ABORT_ERR';
     return {
@@ -111,7 +113,9 @@ function send(call: HttpCall): Promise<Answer> {
   const lib = target.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
     const pinned = call.lookup === undefined ? {} : { lookup: call.lookup };
+    let answered = false;
     const req = lib.request({ ...target, ...pinned, method: call.method, headers, agent: call.agent ?? agents[target.protocol] }, (res) => {
+      answered = true;
       const chunks: Buffer[] = [];
       const answer = (overflow: boolean) => ({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8'), overflow });
       // a body past the cap is never buffered whole: the response is dropped where it passes it
@@ -147,7 +151,11 @@ function send(call: HttpCall): Promise<Answer> {
       call.signal?.removeEventListener('abort', abandon);
       f();
     }
-    req.on('error', (e) => settle(() => reject(e)));
+    req.on('error', (e) => {
+      // a connection that failed before any answer, on its first request: told apart for certificateRefusal
+      if (!req.reusedSocket && !answered) Object.assign(e, { freshConnection: true });
+      settle(() => reject(e));
+    });
     if (call.signal?.aborted) return abandon();
     call.signal?.addEventListener('abort', abandon, { once: true });
     req.end(body);

@@ -1,5 +1,5 @@
 import type https from 'node:https';
-import { RegistrationFailed } from '../errors.ts';
+import { ClientRefused, RegistrationFailed } from '../errors.ts';
 import { authorizationFor, envVarName, type HandlerProfile, type HandlerProfiles, handlerEnvName } from '../handlers.ts';
 import { ClientCredentials, type OAuthClient } from './client-credentials.ts';
 import { type RegistrationStore, registeredClient } from './registration.ts';
@@ -93,6 +93,7 @@ export class Identities {
   /** The client id (and secret) an identity authenticates with: configured, or registered once and kept. */
   #client(key: string, s: IdentitySettings): () => Promise<OAuthClient> {
     if (s.register === undefined) {
+      if (s.clientId === undefined) return () => Promise.reject(new ClientRefused(key, 'no client id is configured for this env: set FLOW_HANDLER_<NAME>_OAUTH_CLIENT_ID__<ENV>'));
       const client: OAuthClient = { clientId: s.clientId!, ...(s.clientSecret === undefined ? {} : { clientSecret: s.clientSecret }) };
       return async () => client;
     }

@@ -74,6 +74,8 @@ export function checkIdentities(name: string, profile: HandlerProfile, opts: { p
       if (!opts.secretsKey) throw new ConfigInvalid('FLOW_SECRETS_KEY', 'a registered client is kept encrypted in Postgres: set a base64 key of 32 bytes');
       continue;
     }
+    // a profile whose envs each name their own client may leave its own incomplete: shared defaults
+    if (suffix === '' && (profile.envIdentity?.size ?? 0) > 0 && s.clientId === undefined) continue;
     if (s.clientId === undefined) throw new ConfigInvalid(v('OAUTH_CLIENT_ID'), 'OAuth client credentials need a client id (or OAUTH_REGISTER)');
     if (s.clientSecret !== undefined && s.privateKeyFile !== undefined) throw new ConfigInvalid(v('OAUTH_PRIVATE_KEY_FILE'), 'set a client secret or a private key, not both');
     if (s.clientSecret === undefined && s.privateKeyFile === undefined && !tls) {

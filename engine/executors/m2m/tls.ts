@@ -65,3 +65,15 @@ export function isTlsRefusal(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' && /^ERR_SSL_.*ALERT/.test(code);
 }
+
+/**
+ * What a call that presented a client certificate makes of its connection failing: a TLS alert is
+ * a refusal of the certificate (permanent); a connection reset on a fresh connection before any
+ * answer is what a server that checks certificates after the handshake (node's `rejectUnauthorized`)
+ * does with one it refuses, and also what a restart looks like: refused, but retryable.
+ */
+export function certificateRefusal(err: unknown, freshConnection: boolean): { retryable: boolean } | null {
+  if (isTlsRefusal(err)) return { retryable: false };
+  if (freshConnection && (err as { code?: unknown } | null)?.code === 'ECONNRESET') return { retryable: true };
+  return null;
+}
