@@ -34,7 +34,8 @@ export function parseIdentityKey(key: string): [name: string, suffix: IdentitySu
 
 /** How an identity authenticates: OAuth client credentials, a client certificate, both, or the static token. */
 export function identityKind(s: IdentitySettings): { oauth: boolean; tls: boolean } {
-  return { oauth: s.issuer !== undefined || s.tokenEndpoint !== undefined, tls: s.certFile !== undefined };
+  // AUTH=static wins: an env may keep the static token although the profile uses OAuth
+  return { oauth: s.auth !== 'static' && (s.issuer !== undefined || s.tokenEndpoint !== undefined), tls: s.certFile !== undefined };
 }
 
 const REGISTER_METHODS = ['tls_client_auth', 'self_signed_tls_client_auth'];
@@ -64,7 +65,7 @@ export function checkIdentities(name: string, profile: HandlerProfile, opts: { p
     if (tls !== (s.keyFile !== undefined)) throw new ConfigInvalid(v(tls ? 'TLS_KEY_FILE' : 'TLS_CERT_FILE'), 'a client certificate needs both TLS_CERT_FILE and TLS_KEY_FILE');
     if (!oauth) {
       const stray = (['OAUTH_CLIENT_ID', 'OAUTH_CLIENT_SECRET', 'OAUTH_PRIVATE_KEY_FILE', 'OAUTH_REGISTER'] as const).find((k) => s[IDENTITY_VARIABLES[k]] !== undefined);
-      if (stray !== undefined) throw new ConfigInvalid(v('OAUTH_TOKEN_ENDPOINT'), `${v(stray)} is set: set the authorization server too (OAUTH_TOKEN_ENDPOINT or OAUTH_ISSUER)`);
+      if (stray !== undefined && s.auth !== 'static') throw new ConfigInvalid(v('OAUTH_TOKEN_ENDPOINT'), `${v(stray)} is set: set the authorization server too (OAUTH_TOKEN_ENDPOINT or OAUTH_ISSUER)`);
       continue;
     }
     if (s.register !== undefined) {
