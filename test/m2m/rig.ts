@@ -132,7 +132,8 @@ export async function everyRow(db: Db): Promise<string> {
   const out: string[] = [];
   for (const { table_name } of tables.rows) {
     const rows = await db.pool.query<{ row: string }>(`SELECT t::text AS row FROM ${escapeIdent(table_name)} t`);
-    out.push(...rows.rows.map((r) => r.row));
+    // bytea prints as \x<hex> (its backslash doubled inside a row): decoded, so a secret written as bytes is found too
+    out.push(...rows.rows.map((r) => r.row.replace(/\\{1,2}x([0-9a-f]+)/g, (_, hex: string) => Buffer.from(hex, 'hex').toString('latin1'))));
   }
   return out.join('\n');
 }
