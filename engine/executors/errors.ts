@@ -39,14 +39,14 @@ export class TokenUnavailable extends M2mError {
 /** The authorization server refused the client (invalid_client, unauthorized_client, invalid_scope…). */
 export class ClientRefused extends M2mError {
   constructor(identity: string, why: string, cause?: unknown) {
-    super('FLOW_M2M_CLIENT_REFUSED', `the authorization server refused the client of ${identity}: ${why}; check its FLOW_HANDLER_*_OAUTH_* variables`, false, cause);
+    super('FLOW_M2M_CLIENT_REFUSED', `the authorization server refused the client of ${identity}: ${why}; check its OAUTH_* variables`, false, cause);
   }
 }
 
 /** A TLS peer (the service or the authorization server) refused the client certificate. */
 export class TlsRefused extends M2mError {
   constructor(identity: string, url: string, code: string) {
-    super('FLOW_M2M_TLS_REFUSED', `${url} refused the client certificate of ${identity} (${code}); check its FLOW_HANDLER_*_TLS_CERT_FILE against the CA the service trusts`, false);
+    super('FLOW_M2M_TLS_REFUSED', `${url} refused the client certificate of ${identity} (${code}); check its TLS_CERT_FILE against the CA the service trusts`, false);
   }
 }
 

@@ -43,7 +43,7 @@ export async function callHttp(call: HttpCall): Promise<StepOutcome> {
     const refused = call.agent === undefined ? null : certificateRefusal(e, (e as { freshConnection?: boolean }).freshConnection === true);
     if (refused !== null) {
       const how = refused.retryable ? 'closed the fresh connection that presented' : 'refused';
-      const message = `${call.method} ${call.url}: the service ${how} the client certificate (${e.code}); check the handler's FLOW_HANDLER_*_TLS_CERT_FILE against the CA the service trusts`;
+      const message = `${call.method} ${call.url}: the service ${how} the client certificate (${e.code}); check the handler's TLS_CERT_FILE against the CA the service trusts`;
       return { status: 'failed', retryable: refused.retryable, error: { code: 'FLOW_M2M_TLS_REFUSED', message } };
     }
     const timedOut = e.name === 'TimeoutError' || e.name === 'AbortError' || e.code === 'ABORT_ERR';

@@ -26,7 +26,7 @@ export type IdentitySuffix = keyof typeof IDENTITY_VARIABLES;
 export type IdentitySettings = Partial<Record<(typeof IDENTITY_VARIABLES)[IdentitySuffix], string>>;
 
 /** `FLOW_HANDLER_PAY_OAUTH_CLIENT_ID__TEAM_A` → `['PAY', 'OAUTH_CLIENT_ID', 'TEAM_A']`; other names → null. */
-const IDENTITY_KEY = new RegExp(`^FLOW_HANDLER_(.+?)_(${Object.keys(IDENTITY_VARIABLES).join('|')})(?:__(.+))?$`);
+const IDENTITY_KEY = new RegExp(`${/^FLOW_HANDLER_(.+?)_/.source}(${Object.keys(IDENTITY_VARIABLES).join('|')})${/(?:__(.+))?$/.source}`);
 export function parseIdentityKey(key: string): [name: string, suffix: IdentitySuffix, env: string | undefined] | null {
   const m = IDENTITY_KEY.exec(key);
   return m === null ? null : [m[1]!, m[2] as IdentitySuffix, m[3]];
@@ -52,7 +52,7 @@ export function checkIdentities(name: string, profile: HandlerProfile, opts: { p
     const { oauth, tls } = identityKind(s);
     if (s.auth !== undefined && s.auth !== 'static') throw new ConfigInvalid(v('AUTH'), 'the one value is "static" (OAuth and mTLS are chosen by their own variables)');
     if (opts.production && !oauth && !tls && s.auth !== 'static') {
-      throw new ConfigInvalid(v('AUTH'), 'in production a handler needs OAuth client credentials or a client certificate (FLOW_HANDLER_<NAME>_OAUTH_* / _TLS_*), or AUTH=static to keep the static token');
+      throw new ConfigInvalid(v('AUTH'), 'in production a handler needs OAuth client credentials or a client certificate (its OAUTH_* or TLS_* variables), or AUTH=static to keep the static token');
     }
     for (const k of ['OAUTH_ISSUER', 'OAUTH_TOKEN_ENDPOINT', 'OAUTH_RESOURCE'] as const) {
       const url = s[IDENTITY_VARIABLES[k]];
