@@ -93,7 +93,7 @@ export class Identities {
   /** The client id (and secret) an identity authenticates with: configured, or registered once and kept. */
   #client(key: string, s: IdentitySettings): () => Promise<OAuthClient> {
     if (s.register === undefined) {
-      if (s.clientId === undefined) return () => Promise.reject(new ClientRefused(key, 'no client id is configured for this env: set the handler's OAUTH_CLIENT_ID__<ENV>'));
+      if (s.clientId === undefined) return () => Promise.reject(new ClientRefused(key, 'no client id is configured for this env: set the handler’s OAUTH_CLIENT_ID__<ENV>'));
       const client: OAuthClient = { clientId: s.clientId!, ...(s.clientSecret === undefined ? {} : { clientSecret: s.clientSecret }) };
       return async () => client;
     }
