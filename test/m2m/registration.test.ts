@@ -41,6 +41,21 @@ describeEachDriver('dynamic client registration (RFC 7591) kept in Postgres', (g
     expect(rows.includes(a!.claims!.client_id!)).toBe(false);
   });
 
+  it('self_signed_tls_client_auth registers the certificate itself (a JWK with x5c), and the tokens are bound to it', async () => {
+    const engine = rig.engine(getDb(), {
+      ...registering('LEDGER'),
+      FLOW_HANDLER_LEDGER_OAUTH_REGISTER__SELF: 'self_signed_tls_client_auth',
+      FLOW_HANDLER_LEDGER_TLS_CERT_FILE__SELF: rig.certB.certFile,
+      FLOW_HANDLER_LEDGER_TLS_KEY_FILE__SELF: rig.certB.keyFile,
+    });
+    const before = rig.auth.registrations;
+    await engine.identities.prepare();
+    expect(rig.auth.registrations - before).toBe(1); // LEDGER itself was registered by the test above
+    expect((await rig.run(engine, 'self')).state).toBe('completed');
+    const call = rig.mtlsService.calls.at(-1)!;
+    expect({ env: call.env, cn: call.certCn, bound: call.bound }).toEqual({ env: 'self', cn: 'engine-b', bound: true });
+  });
+
   it('two engines booting at once register once', async () => {
     const before = rig.auth.registrations;
     const engines = [rig.engine(getDb(), registering('AUDIT')), rig.engine(getDb(), registering('AUDIT'))];
