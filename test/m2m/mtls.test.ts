@@ -82,6 +82,15 @@ describeEachDriver('mutual TLS and certificate-bound tokens (RFC 8705)', (getDb)
     expect(rig.mtlsService.calls.length).toBe(seen);
   });
 
+  it('no certificate where the service requires one: a TLS alert, and the step fails FLOW_M2M_TLS_REFUSED for good', async () => {
+    const engine = rig.engine(getDb(), { FLOW_HANDLER_LEDGER_URL: rig.mtlsService.url, FLOW_HANDLER_LEDGER_TOKEN: 'static-token', FLOW_HANDLER_LEDGER_TLS_CA_FILE: rig.ca.caFile });
+    const record = await rig.run(engine, 'acme');
+    expect(record.state).toBe('failed');
+    expect(record.steps.map((a) => a.attempt)).toEqual([1]);
+    expect(record.error?.code).toBe('FLOW_M2M_TLS_REFUSED');
+    expect(record.error?.message).toContain('CERTIFICATE_REQUIRED');
+  });
+
   it('the authorization server refuses a token to a certificate that is not the client’s: FLOW_M2M_CLIENT_REFUSED', async () => {
     const engine = rig.engine(
       getDb(),
