@@ -406,6 +406,7 @@ export class Engine {
   async close(): Promise<void> {
     await this.workers.stop();
     await this.#ownFuncs?.close();
+    this.identities.close();
   }
 }
 

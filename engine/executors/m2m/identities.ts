@@ -4,7 +4,7 @@ import { authorizationFor, envVarName, type HandlerProfile, type HandlerProfiles
 import { ClientCredentials, type OAuthClient } from './client-credentials.ts';
 import { type RegistrationStore, registeredClient } from './registration.ts';
 import { identityKind, type IdentitySettings } from './settings.ts';
-import { loadTls } from './tls.ts';
+import { type ClientTls, loadTls } from './tls.ts';
 
 /** What a call to a handler carries: its Authorization header, and the TLS agent presenting its certificate. */
 export interface Credential {
@@ -54,7 +54,7 @@ export class Identities {
     const cacheKey = oauth ? key : `${key}\0${envVarName(env)}`;
     let source = this.#sources.get(cacheKey);
     if (source === undefined) {
-      source = oauth ? this.#oauth(key, settings) : staticSource(key, profile, env, settings);
+      source = oauth ? this.#oauth(key, settings) : staticSource(key, profile, env, this.#tls(settings));
       this.#sources.set(cacheKey, source);
     }
     return source;
@@ -74,8 +74,22 @@ export class Identities {
     }
   }
 
-  #oauth(key: string, settings: IdentitySettings): TokenSource {
+  /** Closes the identities' kept-alive connections (their TLS agents); tokens are dropped with them. */
+  close(): void {
+    for (const a of this.#agents) a.destroy();
+    this.#agents.length = 0;
+    this.#sources.clear();
+  }
+  readonly #agents: https.Agent[] = [];
+
+  #tls(settings: IdentitySettings): ClientTls | undefined {
     const tls = loadTls(settings);
+    if (tls !== undefined) this.#agents.push(tls.agent);
+    return tls;
+  }
+
+  #oauth(key: string, settings: IdentitySettings): TokenSource {
+    const tls = this.#tls(settings);
     const cc = new ClientCredentials({ name: key, settings, tls, client: this.#client(key, settings), now: this.#opts.now ?? Date.now });
     const agent = tls === undefined ? {} : { agent: tls.agent };
     return {
@@ -105,7 +119,7 @@ export class Identities {
       const made = (
         registrations === undefined || secretsKey === undefined
           ? Promise.reject(new RegistrationFailed(key, 'this engine has no store or no FLOW_SECRETS_KEY to keep a registration in'))
-          : registeredClient(key, s, loadTls(s)!, registrations, secretsKey)
+          : registeredClient(key, s, this.#tls(s)!, registrations, secretsKey)
       ).catch((err) => {
         this.#clients.delete(memo);
         throw err;
@@ -118,8 +132,7 @@ export class Identities {
 }
 
 /** A profile without OAuth: its static token (the env's, else the profile's), over its certificate if it has one. */
-function staticSource(key: string, profile: HandlerProfile, env: string, settings: IdentitySettings): TokenSource {
-  const tls = loadTls(settings);
+function staticSource(key: string, profile: HandlerProfile, env: string, tls: ClientTls | undefined): TokenSource {
   const credential: Credential = { headers: authorizationFor(profile, env), ...(tls === undefined ? {} : { agent: tls.agent }) };
   return { name: key, credential: async () => credential, refused: () => {} };
 }
