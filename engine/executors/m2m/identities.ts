@@ -54,7 +54,7 @@ export class Identities {
     const cacheKey = oauth ? key : `${key}\0${envVarName(env)}`;
     let source = this.#sources.get(cacheKey);
     if (source === undefined) {
-      source = oauth ? this.#oauth(key, settings) : staticSource(key, profile, env, this.#tls(settings));
+      source = oauth ? this.#oauth(key, settings) : staticSource(key, profile, env, this.#tls(key, settings));
       this.#sources.set(cacheKey, source);
     }
     return source;
@@ -76,20 +76,20 @@ export class Identities {
 
   /** Closes the identities' kept-alive connections (their TLS agents); tokens are dropped with them. */
   close(): void {
-    for (const a of this.#agents) a.destroy();
-    this.#agents.length = 0;
+    for (const tls of this.#tlsByKey.values()) tls?.agent.destroy();
+    this.#tlsByKey.clear();
     this.#sources.clear();
   }
-  readonly #agents: https.Agent[] = [];
+  readonly #tlsByKey = new Map<string, ClientTls | undefined>();
 
-  #tls(settings: IdentitySettings): ClientTls | undefined {
-    const tls = loadTls(settings);
-    if (tls !== undefined) this.#agents.push(tls.agent);
-    return tls;
+  /** The identity's certificate and agent, read once per identity (every env sharing it shares its connections). */
+  #tls(key: string, settings: IdentitySettings): ClientTls | undefined {
+    if (!this.#tlsByKey.has(key)) this.#tlsByKey.set(key, loadTls(settings));
+    return this.#tlsByKey.get(key);
   }
 
   #oauth(key: string, settings: IdentitySettings): TokenSource {
-    const tls = this.#tls(settings);
+    const tls = this.#tls(key, settings);
     const cc = new ClientCredentials({ name: key, settings, tls, client: this.#client(key, settings), now: this.#opts.now ?? Date.now });
     const agent = tls === undefined ? {} : { agent: tls.agent };
     return {
@@ -119,7 +119,7 @@ export class Identities {
       const made = (
         registrations === undefined || secretsKey === undefined
           ? Promise.reject(new RegistrationFailed(key, 'this engine has no store or no FLOW_SECRETS_KEY to keep a registration in'))
-          : registeredClient(key, s, this.#tls(s)!, registrations, secretsKey)
+          : registeredClient(key, s, this.#tls(key, s)!, registrations, secretsKey)
       ).catch((err) => {
         this.#clients.delete(memo);
         throw err;
