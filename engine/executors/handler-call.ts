@@ -37,7 +37,8 @@ export async function callHandler(handlers: HandlerProfiles, identities: Identit
       timeoutMs: c.timeoutMs,
       signal: c.signal,
       maxBodyBytes: c.maxBodyBytes,
-      ...(cred.agent === undefined ? {} : { agent: cred.agent }),
+      // the identity's agent speaks TLS: a plain http:// service (development) gets the shared one
+      ...(cred.agent === undefined || !url.startsWith('https:') ? {} : { agent: cred.agent }),
     });
   try {
     const first = await identity.credential();

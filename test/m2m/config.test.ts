@@ -53,6 +53,7 @@ describe('handler identity configuration', () => {
     expect(refused({ ...OAUTH, FLOW_HANDLER_LEDGER_OAUTH_PRIVATE_KEY_FILE: file })).toBe('FLOW_HANDLER_LEDGER_OAUTH_PRIVATE_KEY_FILE');
     expect(refused({ ...OAUTH, FLOW_HANDLER_LEDGER_OAUTH_CLIENT_SECRET: '' })).toBe('FLOW_HANDLER_LEDGER_OAUTH_CLIENT_SECRET');
     expect(refused({ ...LEDGER, FLOW_HANDLER_LEDGER_TLS_CERT_FILE: file })).toBe('FLOW_HANDLER_LEDGER_TLS_KEY_FILE');
+    expect(refused({ ...LEDGER, FLOW_HANDLER_LEDGER_URL: 'http://ledger', FLOW_HANDLER_LEDGER_TLS_CERT_FILE: file, FLOW_HANDLER_LEDGER_TLS_KEY_FILE: file })).toBe('FLOW_HANDLER_LEDGER_TLS_CERT_FILE');
     expect(refused({ ...LEDGER, FLOW_HANDLER_LEDGER_TLS_CERT_FILE: join(dir, 'missing.pem'), FLOW_HANDLER_LEDGER_TLS_KEY_FILE: file })).toBe('FLOW_HANDLER_LEDGER_TLS_CERT_FILE');
     const registering = { ...LEDGER, FLOW_HANDLER_LEDGER_OAUTH_ISSUER: 'https://idp', FLOW_HANDLER_LEDGER_OAUTH_REGISTER: 'tls_client_auth' };
     expect(refused(registering)).toBe('FLOW_HANDLER_LEDGER_TLS_CERT_FILE');

@@ -62,6 +62,7 @@ export function checkIdentities(name: string, profile: HandlerProfile, opts: { p
       const file = s[IDENTITY_VARIABLES[k]];
       if (file !== undefined && !existsSync(file)) throw new ConfigInvalid(v(k), `no file at ${file}`);
     }
+    if (tls && !profile.url.startsWith('https:')) throw new ConfigInvalid(v('TLS_CERT_FILE'), `the service is called over ${profile.url.split(':')[0]}: a client certificate needs an https:// URL`);
     if (tls !== (s.keyFile !== undefined)) throw new ConfigInvalid(v(tls ? 'TLS_KEY_FILE' : 'TLS_CERT_FILE'), 'a client certificate needs both TLS_CERT_FILE and TLS_KEY_FILE');
     if (!oauth) {
       const stray = (['OAUTH_CLIENT_ID', 'OAUTH_CLIENT_SECRET', 'OAUTH_PRIVATE_KEY_FILE', 'OAUTH_REGISTER'] as const).find((k) => s[IDENTITY_VARIABLES[k]] !== undefined);
