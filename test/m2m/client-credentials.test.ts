@@ -74,6 +74,22 @@ describeEachDriver('OAuth client credentials against a real authorization server
     expect(record.steps.filter((s) => s.step === 'charge').map((s) => s.attempt)).toEqual([1]);
   });
 
+  it('a 401 to the new token too fails the step FLOW_M2M_TOKEN_REFUSED for good, after one resend', async () => {
+    const engine = rig.engine(getDb(), secretClient());
+    const seen = rig.service.calls.length;
+    rig.service.refuseAll = true;
+    try {
+      const record = await rig.run(engine, 'acme');
+      expect(record.state).toBe('failed');
+      expect(record.error?.code).toBe('FLOW_M2M_TOKEN_REFUSED');
+      const calls = rig.service.calls.slice(seen);
+      expect(calls.map((c) => c.status)).toEqual([401, 401]);
+      expect(calls[0]!.idempotencyKey).toBe(calls[1]!.idempotencyKey);
+    } finally {
+      rig.service.refuseAll = false;
+    }
+  });
+
   it('a token endpoint that is down fails the attempt retryably; a refused client fails the step for good', async () => {
     const engine = rig.engine(getDb(), secretClient());
     rig.auth.down = true;

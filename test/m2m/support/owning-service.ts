@@ -32,6 +32,8 @@ export class OwningService {
   readonly calls: SeenCall[] = [];
   /** Token ids (`jti`) the service no longer takes: their next use answers 401. */
   readonly revoked = new Set<string>();
+  /** Answers 401 to every token while set (a service that does not take this client's tokens at all). */
+  refuseAll = false;
   readonly #server: https.Server;
   #jwks: ReturnType<typeof createLocalJWKSet> | null = null;
   url = '';
@@ -86,7 +88,7 @@ export class OwningService {
     const thumbprint = cert?.raw === undefined ? null : createHash('sha256').update(cert.raw).digest('base64url');
     seen.bound = thumbprint !== null && seen.claims?.cnf?.['x5t#S256'] === thumbprint;
     if (this.opts.mtls && !seen.bound) return seen.status;
-    if (seen.claims?.jti !== undefined && this.revoked.has(seen.claims.jti)) return seen.status;
+    if (this.refuseAll || (seen.claims?.jti !== undefined && this.revoked.has(seen.claims.jti))) return seen.status;
     seen.status = 200;
     return seen.status;
   }
