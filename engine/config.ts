@@ -3,6 +3,7 @@ import { checkJwksSettings } from './api/auth.ts';
 import { AuthKeysMissing, ConfigInvalid, SecretMissing } from './errors.ts';
 import { parseAllowlist } from './executors/allowlist.ts';
 import { type HandlerProfiles, loadHandlerProfiles } from './executors/handlers.ts';
+import { checkIdentities } from './executors/m2m/settings.ts';
 import type { EngineOptions } from './runtime/engine.ts';
 import { DEFAULT_TIMEOUT_CAPS, type TimeoutCaps } from './runtime/execute-attempt.ts';
 import { DEFAULT_MAX_INPUT_BYTES, DEFAULT_RETRY_AFTER_MAX_MS } from './runtime/storable.ts';
@@ -43,6 +44,11 @@ const EnvSchema = z.object({
   FLOW_RETENTION_DAYS: z.coerce.number().int().min(1).max(36_500).optional(),
   FLOW_RETENTION_INTERVAL_MS: z.coerce.number().int().min(1000).max(2_147_483_647).default(60 * 60_000),
   FLOW_ARCHIVE_DIR: z.string().min(1).optional(),
+  FLOW_SECRETS_KEY: z
+    .string()
+    .refine((v) => /^[A-Za-z0-9+/]+={0,2}$/.test(v) && Buffer.from(v, 'base64').length === 32, 'must be 32 bytes in base64 (openssl rand -base64 32)')
+    .transform((v) => Buffer.from(v, 'base64'))
+    .optional(),
 });
 
 // FLOW_RETENTION_DAYS__<ENV>: one env's retention, overriding FLOW_RETENTION_DAYS
@@ -92,6 +98,8 @@ export interface FlowConfig {
    * how often retention runs, and where instances are archived before removal. (Default: kept for ever, hourly, not archived)
    */
   retention: { days: number | null; envDays: Record<string, number>; intervalMs: number; archiveDir: string | null };
+  /** FLOW_SECRETS_KEY: encrypts what the engine keeps of its own credentials (registered OAuth clients). */
+  secretsKey: Buffer | undefined;
 }
 
 /**
@@ -120,6 +128,7 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): FlowConfig {
       const bad = globs.find((g) => !SERVES_GLOB.test(g));
       if (bad !== undefined) throw new ConfigInvalid(`FLOW_HANDLER_${name}_SERVES${suffix}`, `${JSON.stringify(bad)} is not a logicId glob (letters, digits, . _ - and *)`);
     }
+    checkIdentities(name, profile, { production, secretsKey: env.FLOW_SECRETS_KEY !== undefined });
   }
   return {
     databaseUrl: env.DATABASE_URL,
@@ -149,6 +158,7 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): FlowConfig {
       ...(env.FLOW_STUCK_PENDING_MS === undefined ? {} : { pendingForMs: env.FLOW_STUCK_PENDING_MS }),
       ...(env.FLOW_STUCK_PARKED_MS === undefined ? {} : { parkedForMs: env.FLOW_STUCK_PARKED_MS }),
     },
+    secretsKey: env.FLOW_SECRETS_KEY,
   };
 }
 
@@ -183,6 +193,7 @@ export function engineOptionsFrom(config: FlowConfig, db: Db, extra: Partial<Eng
     maxRetryAfterMs: config.maxRetryAfterMs,
     stuck: config.stuck,
     retention: config.retention,
+    ...(config.secretsKey ? { secretsKey: config.secretsKey } : {}),
     ...(config.eventSinkUrl ? { eventSink: { url: config.eventSinkUrl } } : {}),
     ...extra,
     worker: { timeoutCaps: config.timeoutCaps, ...extra.worker },

@@ -4,6 +4,7 @@ import { FlowError } from '../../contracts/errors.ts';
 import { buildApi } from '../../engine/api/server.ts';
 import { engineOptionsFrom, loadConfig } from '../../engine/config.ts';
 import { artifactModules, publishOrder, readArtifactDir } from '../../engine/runtime/artifacts.ts';
+import { M2mError } from '../../engine/executors/errors.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import { createLogger } from '../../engine/runtime/log.ts';
 import { openDb } from '../../engine/store/db.ts';
@@ -73,6 +74,12 @@ export async function startCommand(argv: string[]): Promise<number> {
     : null;
   await migrate(db);
   migrated();
+  // handler identities that register (RFC 7591) do it now: a refused registration stops boot; an
+  // authorization server out of reach does not, the first call that needs the client registers
+  await engine.identities.prepare().catch((err: unknown) => {
+    if (!(err instanceof M2mError && err.retryable)) throw err;
+    logger.warn({ code: err.code, error: err.message }, 'client registration deferred to the first call');
+  });
   // an artifact directory is published into the database, modules included: every node runs it
   if (artifacts !== undefined) {
     for (const doc of publishOrder(await readArtifactDir(artifacts))) await engine.publishVersion(env, doc, await artifactModules(artifacts, doc));

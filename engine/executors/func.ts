@@ -4,10 +4,11 @@ import type { FuncRunResult, FuncRuntime } from '../../host-functions/index.ts';
 import { RETRYABLE_FUNC_CODES } from '../../host-functions/index.ts';
 import { type FuncRecord, funcKey, type JsonValue } from '../core/instance.ts';
 import { keys, unitHash } from '../core/retry.ts';
-import { authorizationFor, type HandlerProfiles, resolveHandler } from './handlers.ts';
 import { endThrown, endWith, tracer } from '../tracing.ts';
-import { callHttp } from './http-call.ts';
+import { callHandler } from './handler-call.ts';
+import type { HandlerProfiles } from './handlers.ts';
 import type { Attempt, EarlyAttempt, EffectDef, Executor } from './index.ts';
+import type { Identities } from './m2m/identities.ts';
 
 /** One host call to make: where (a module import's proxy-back target), what, and under which key. */
 export interface HostCall {
@@ -160,18 +161,18 @@ async function abandonedWith(run: ModuleRun, signals: (AbortSignal | undefined)[
 }
 
 /** Host calls as proxy-back HTTP calls to the import's handler profile. */
-export function httpHostTransport(handlers: HandlerProfiles, maxBodyBytes?: number): HostTransport {
-  return async ({ target, request, idempotencyKey, attempt }) => {
-    const profile = resolveHandler(handlers, target.handler ?? attempt.instance.domain);
-    return callHttp({
+export function httpHostTransport(handlers: HandlerProfiles, identities: Identities, maxBodyBytes?: number): HostTransport {
+  return async ({ target, request, idempotencyKey, attempt }) =>
+    callHandler(handlers, identities, {
+      handler: target.handler ?? attempt.instance.domain,
+      env: attempt.instance.env,
       method: target.method ?? 'POST',
-      url: profile.url.replace(/\/$/, '') + target.path,
-      headers: { ...attempt.headers, 'idempotency-key': idempotencyKey, ...authorizationFor(profile, attempt.instance.env) },
+      path: target.path,
+      headers: { ...attempt.headers, 'idempotency-key': idempotencyKey },
       body: request,
       timeoutMs: attempt.timeoutMs,
       signal: attempt.signal,
       trace: attempt.trace,
       maxBodyBytes,
     });
-  };
 }

@@ -1,5 +1,6 @@
 import type { HandlerServes } from '../../contracts/grants.ts';
 import { UnknownHandler } from './errors.ts';
+import { type IdentitySettings, IDENTITY_VARIABLES, parseIdentityKey } from './m2m/settings.ts';
 
 /** Where a proxy-back call goes: the owning service's internal API. */
 export interface HandlerProfile {
@@ -20,6 +21,13 @@ export interface HandlerProfile {
   serves?: readonly string[];
   /** Per-env `FLOW_HANDLER_<NAME>_SERVES__<ENV>`, keyed by `envVarName(env)`; replaces `serves` in that env. */
   envServes?: ReadonlyMap<string, readonly string[]>;
+  /**
+   * How the engine proves who it is to the service: OAuth client credentials, a client
+   * certificate, registration (`FLOW_HANDLER_<NAME>_OAUTH_*`, `_TLS_*`, `_AUTH`; engine/executors/m2m).
+   */
+  identity?: IdentitySettings;
+  /** Per-env identity variables (`…__<ENV>`), keyed by `envVarName(env)`; each overrides the profile's. */
+  envIdentity?: ReadonlyMap<string, IdentitySettings>;
 }
 
 export type HandlerProfiles = ReadonlyMap<string, HandlerProfile>;
@@ -38,8 +46,8 @@ export function parseServes(value: string): string[] {
 }
 
 /**
- * Reads `FLOW_HANDLER_<NAME>_URL`, `FLOW_HANDLER_<NAME>_TOKEN`, `FLOW_HANDLER_<NAME>_SERVES` and
- * the per-env `FLOW_HANDLER_<NAME>_TOKEN__<ENV>` and `FLOW_HANDLER_<NAME>_SERVES__<ENV>` once, at
+ * Reads `FLOW_HANDLER_<NAME>_URL`, `FLOW_HANDLER_<NAME>_TOKEN`, `FLOW_HANDLER_<NAME>_SERVES`, the
+ * identity variables (`IDENTITY_VARIABLES`) and the per-env `…__<ENV>` of each but the URL once, at
  * boot (ARCHITECTURE.md, Contracts: handler profiles).
  * Profiles are keyed by the normalised name so a step may spell its handler either way.
  * `overrides` (name → URL) replace the URL and keep the tokens.
@@ -50,8 +58,23 @@ export function loadHandlerProfiles(env: NodeJS.ProcessEnv = process.env, overri
   const envTokens = new Map<string, Map<string, string>>();
   const serves = new Map<string, string[]>();
   const envServes = new Map<string, Map<string, string[]>>();
+  const identity = new Map<string, IdentitySettings>();
+  const envIdentity = new Map<string, Map<string, IdentitySettings>>();
   for (const [key, value] of Object.entries(env)) {
     if (value === undefined || value === '') continue;
+    // first: `_OAUTH_INITIAL_ACCESS_TOKEN` must not read as a `_TOKEN`
+    const id = parseIdentityKey(key);
+    if (id !== null) {
+      const [name, suffix, e] = id;
+      const field = IDENTITY_VARIABLES[suffix];
+      if (e === undefined) identity.set(name, { ...identity.get(name), [field]: value });
+      else {
+        const perEnv = envIdentity.get(name) ?? new Map<string, IdentitySettings>();
+        perEnv.set(e, { ...perEnv.get(e), [field]: value });
+        envIdentity.set(name, perEnv);
+      }
+      continue;
+    }
     const servesPerEnv = /^FLOW_HANDLER_(.+)_SERVES__(.+)$/.exec(key);
     const servesAll = /^FLOW_HANDLER_(.+)_SERVES$/.exec(key);
     if (servesPerEnv !== null) {
@@ -76,12 +99,16 @@ export function loadHandlerProfiles(env: NodeJS.ProcessEnv = process.env, overri
     const perEnv = envTokens.get(name);
     const globs = serves.get(name);
     const perEnvGlobs = envServes.get(name);
+    const ownIdentity = identity.get(name);
+    const perEnvIdentity = envIdentity.get(name);
     profiles.set(name, {
       url,
       ...(token ? { token } : {}),
       ...(perEnv ? { envTokens: perEnv } : {}),
       ...(globs ? { serves: globs } : {}),
       ...(perEnvGlobs ? { envServes: perEnvGlobs } : {}),
+      ...(ownIdentity ? { identity: ownIdentity } : {}),
+      ...(perEnvIdentity ? { envIdentity: perEnvIdentity } : {}),
     });
   }
   return profiles;

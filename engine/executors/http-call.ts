@@ -5,6 +5,7 @@ import { type Context, SpanKind } from '@opentelemetry/api';
 import type { StepOutcome } from '../../contracts/index.ts';
 import { DEFAULT_MAX_INPUT_BYTES } from '../core/storable.ts';
 import { endWith, traceParentOf, tracer } from '../tracing.ts';
+import { certificateRefusal } from './m2m/tls.ts';
 
 export interface HttpCall {
   method: string;
@@ -23,6 +24,8 @@ export interface HttpCall {
   lookup?: LookupFunction;
   /** The calling span's trace context (an attempt's, a host call's): the call gets a client span, and sends its `traceparent`. */
   trace?: Context | undefined;
+  /** The agent presenting a handler's client certificate (engine/executors/m2m/tls.ts). (Default: a shared keep-alive agent) */
+  agent?: http.Agent;
 }
 
 const MAX_ERROR_BODY = 500;
@@ -60,6 +63,12 @@ async function classify(call: HttpCall): Promise<StepOutcome> {
     const e = err as Error & { code?: string };
     if (call.signal?.aborted) {
       return { status: 'failed', retryable: true, error: { code: 'ABORTED', message: `${call.method} ${call.url} abandoned: ${String(call.signal.reason)}` } };
+    }
+    const refused = call.agent === undefined ? null : certificateRefusal(e, (e as { freshConnection?: boolean }).freshConnection === true);
+    if (refused !== null) {
+      const how = refused.retryable ? 'closed the fresh connection that presented' : 'refused';
+      const message = `${call.method} ${call.url}: the service ${how} the client certificate (${e.code}); check the handler's TLS_CERT_FILE against the CA the service trusts`;
+      return { status: 'failed', retryable: refused.retryable, error: { code: 'FLOW_M2M_TLS_REFUSED', message } };
     }
     const timedOut = e.name === 'TimeoutError' || e.name === 'AbortError' || e.code === 'ABORT_ERR';
     return {
@@ -128,7 +137,9 @@ function send(call: HttpCall): Promise<Answer> {
   const lib = target.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
     const pinned = call.lookup === undefined ? {} : { lookup: call.lookup };
-    const req = lib.request({ ...target, ...pinned, method: call.method, headers, agent: agents[target.protocol] }, (res) => {
+    let answered = false;
+    const req = lib.request({ ...target, ...pinned, method: call.method, headers, agent: call.agent ?? agents[target.protocol] }, (res) => {
+      answered = true;
       const chunks: Buffer[] = [];
       const answer = (overflow: boolean) => ({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8'), overflow });
       // a body past the cap is never buffered whole: the response is dropped where it passes it
@@ -164,7 +175,11 @@ function send(call: HttpCall): Promise<Answer> {
       call.signal?.removeEventListener('abort', abandon);
       f();
     }
-    req.on('error', (e) => settle(() => reject(e)));
+    req.on('error', (e) => {
+      // a connection that failed before any answer, on its first request: told apart for certificateRefusal
+      if (!req.reusedSocket && !answered) Object.assign(e, { freshConnection: true });
+      settle(() => reject(e));
+    });
     if (call.signal?.aborted) return abandon();
     call.signal?.addEventListener('abort', abandon, { once: true });
     req.end(body);

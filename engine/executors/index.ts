@@ -6,6 +6,7 @@ import type { FuncRecord, Instance, JsonValue, Running } from '../core/instance.
 import type { Resolve } from './allowlist.ts';
 import type { HandlerProfiles } from './handlers.ts';
 import { httpExecutor } from './http.ts';
+import { Identities } from './m2m/identities.ts';
 import { proxyExecutor } from './proxy.ts';
 
 /** The kinds of step (and compensation) that call out of the engine. */
@@ -52,6 +53,11 @@ export type Executors = { [K in EffectKind]: Executor<K> };
 export interface ExecutorOptions {
   /** Handler profiles for proxy-back steps (`loadHandlerProfiles` reads them from the environment). (Default: none) */
   handlers?: HandlerProfiles;
+  /**
+   * The handlers' machine identities (OAuth tokens, client certificates, registrations); the
+   * Engine makes one over its store. (Default: one over `handlers` that keeps no registration)
+   */
+  identities?: Identities;
   /** Hosts (`host` or `host:port`) that `http` steps may call; `*` allows any. (Default: none) */
   httpAllowlist?: readonly string[];
   /** How `http` steps resolve an allowlisted hostname before its address is checked; tests inject one. (Default: dns.lookup) */
@@ -69,13 +75,14 @@ export interface ExecutorOptions {
 
 export function createExecutors(opts: ExecutorOptions = {}): Executors {
   const handlers = opts.handlers ?? new Map();
+  const identities = opts.identities ?? new Identities(handlers);
   return {
-    proxy: proxyExecutor(handlers, opts.maxBodyBytes),
+    proxy: proxyExecutor(handlers, identities, opts.maxBodyBytes),
     http: httpExecutor(opts.httpAllowlist ?? [], opts.resolve, opts.maxBodyBytes),
     func: opts.func
       ? opts.func
       : opts.funcRuntime
-      ? funcExecutor(opts.funcRuntime, httpHostTransport(handlers, opts.maxBodyBytes))
+      ? funcExecutor(opts.funcRuntime, httpHostTransport(handlers, identities, opts.maxBodyBytes))
       : async () => ({
         status: 'failed',
         retryable: false,
@@ -98,3 +105,5 @@ export function flowHeaders(instance: Instance, running: Running): Record<string
 }
 
 export { type HandlerProfiles, loadHandlerProfiles } from './handlers.ts';
+export { Identities, type IdentityOptions } from './m2m/identities.ts';
+export type { RegistrationStore } from './m2m/registration.ts';

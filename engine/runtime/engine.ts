@@ -8,7 +8,8 @@ import {
 } from '../../contracts/index.ts';
 import { BadRequest, CallbackNotAllowed, SecretMissing, SettleTimeout } from '../errors.ts';
 import { hostAllowed } from '../executors/allowlist.ts';
-import { createExecutors, type ExecutorOptions } from '../executors/index.ts';
+import { createExecutors, type ExecutorOptions, Identities } from '../executors/index.ts';
+import { pgRegistrations } from '../store/m2m-registrations.ts';
 import type { Db } from '../store/db.ts';
 import { NotFound, VersionRetired } from '../store/errors.ts';
 import { findStartableVersion } from '../store/find-startable-version.ts';
@@ -109,6 +110,13 @@ export interface EngineOptions {
   retention?: RetentionOptions;
   /** When an instance counts as stuck in listings and the Overview. (Default: pending a minute, parked on a 202 without timeoutMs a day) */
   stuck?: Partial<StuckThresholds>;
+  /**
+   * FLOW_SECRETS_KEY (32 bytes): seals the OAuth clients registered for handler identities, kept
+   * in Postgres for every node. (Default: none: a profile with OAUTH_REGISTER fails its calls)
+   */
+  secretsKey?: Buffer;
+  /** The clock cached access tokens expire on; tests move it. (Default: Date.now) */
+  identityClock?: () => number;
 }
 
 export interface SettleOptions {
@@ -156,6 +164,11 @@ export class Engine {
   readonly #versions: Versions;
   /** The grant rule at execution: which handlers each version may call (ARCHITECTURE.md, Invariants). */
   readonly #grants: GrantGate;
+  /**
+   * The handlers' machine identities: OAuth tokens, client certificates, registrations kept in
+   * this store. `identities.prepare()` registers at boot (`s8flow start` calls it after migrating).
+   */
+  readonly identities: Identities;
   /** The module runtime this engine made (none when one was passed in): closed with it. */
   readonly #ownFuncs: FuncRuntime | null;
 
@@ -173,7 +186,14 @@ export class Engine {
     const outboxSecret = secret(opts.outboxSecret, 'FLOW_OUTBOX_SECRET', production);
     const given = opts.executors ?? {};
     this.#ownFuncs = given.funcRuntime === undefined && given.func === undefined ? dbFuncRuntime(opts.db) : null;
-    const limited = { maxBodyBytes: this.#maxInputBytes, ...given };
+    this.identities =
+      given.identities ??
+      new Identities(handlers, {
+        registrations: pgRegistrations(opts.db),
+        ...(opts.secretsKey === undefined ? {} : { secretsKey: opts.secretsKey }),
+        ...(opts.identityClock === undefined ? {} : { now: opts.identityClock }),
+      });
+    const limited = { maxBodyBytes: this.#maxInputBytes, ...given, identities: this.identities };
     const executors = this.#grants.wrap(createExecutors(this.#ownFuncs === null ? limited : { ...limited, funcRuntime: this.#ownFuncs }));
     this.metrics = new EngineMetrics(opts.db);
     this.log = opts.logger ?? silentLogger;
@@ -423,6 +443,7 @@ export class Engine {
     await this.retention.stop();
     await this.workers.stop();
     await this.#ownFuncs?.close();
+    this.identities.close();
   }
 }
 

@@ -679,6 +679,19 @@ CREATE TABLE flow.logic_versions (
 ALTER TABLE ONLY flow.logic_versions FORCE ROW LEVEL SECURITY;
 
 --
+-- Name: m2m_registrations; Type: TABLE; Schema: flow; Owner: -
+--
+
+CREATE TABLE flow.m2m_registrations (
+    identity text NOT NULL,
+    fingerprint text NOT NULL,
+    sealed bytea NOT NULL,
+    registered_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY flow.m2m_registrations FORCE ROW LEVEL SECURITY;
+
+--
 -- Name: modules; Type: TABLE; Schema: flow; Owner: -
 --
 
@@ -960,6 +973,13 @@ ALTER TABLE ONLY flow.legal_holds
 
 ALTER TABLE ONLY flow.logic_versions
     ADD CONSTRAINT logic_versions_pkey PRIMARY KEY (env_id, logic_id, version);
+
+--
+-- Name: m2m_registrations m2m_registrations_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.m2m_registrations
+    ADD CONSTRAINT m2m_registrations_pkey PRIMARY KEY (identity);
 
 --
 -- Name: modules modules_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
@@ -1370,6 +1390,12 @@ ALTER TABLE flow.legal_holds ENABLE ROW LEVEL SECURITY;
 ALTER TABLE flow.logic_versions ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: m2m_registrations; Type: ROW SECURITY; Schema: flow; Owner: -
+--
+
+ALTER TABLE flow.m2m_registrations ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: modules; Type: ROW SECURITY; Schema: flow; Owner: -
 --
 
@@ -1434,6 +1460,12 @@ CREATE POLICY scheduler ON flow.legal_holds TO flow_engine USING (true) WITH CHE
 --
 
 CREATE POLICY scheduler ON flow.logic_versions TO flow_engine USING (true) WITH CHECK (true);
+
+--
+-- Name: m2m_registrations scheduler; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY scheduler ON flow.m2m_registrations TO flow_engine USING (true) WITH CHECK (true);
 
 --
 -- Name: modules scheduler; Type: POLICY; Schema: flow; Owner: -
@@ -1699,6 +1731,12 @@ GRANT UPDATE(active) ON TABLE flow.logic_versions TO flow_app;
 --
 
 GRANT UPDATE(grants) ON TABLE flow.logic_versions TO flow_app;
+
+--
+-- Name: TABLE m2m_registrations; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE flow.m2m_registrations TO flow_engine;
 
 --
 -- Name: TABLE modules; Type: ACL; Schema: flow; Owner: -
