@@ -1,5 +1,5 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { appendFileSync, chownSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -11,9 +11,7 @@ const PORT = 5432;
 
 /** Why no server can be started here (null when one can): the Postgres 15 binaries and a `postgres` user. */
 export function postgresUnavailable(): string | null {
-  try {
-    readFileSync(join(PGBIN, 'postgres'));
-  } catch {
+  if (!existsSync(join(PGBIN, 'postgres'))) {
     return `no Postgres server binaries in ${PGBIN} (install Debian's postgresql, or set FLOW_TEST_PGBIN)`;
   }
   return null;
@@ -67,6 +65,11 @@ export class NetPostgres {
     const pg = new NetPostgres(net, node, privateDir());
     const { addr } = net.node(primary.node);
     await pg.#as(['pg_basebackup', '-D', pg.data, '-R', '-X', 'stream', '-d', `host=${addr} port=${PORT} user=postgres application_name=${name}`]);
+    // the copy carries the primary's settings: later lines win, so its own address and socket
+    // follow. Promoted, it has no standby of its own: were it to keep the primary's synchronous
+    // standby name, every commit would wait for ever (an orchestrator such as Patroni's
+    // synchronous_mode makes this change at promotion)
+    pg.#configure(["synchronous_standby_names = ''"], { hba: false });
     await pg.start();
     return pg;
   }
@@ -75,10 +78,17 @@ export class NetPostgres {
     await this.#as(['pg_ctl', '-D', this.data, '-l', join(this.dir, 'server.log'), '-w', 'start']);
   }
 
-  /** Crashes the server at once (SIGKILL to the postmaster): no shutdown, no checkpoint. */
-  kill9(): void {
-    const pid = Number(readFileSync(join(this.data, 'postmaster.pid'), 'utf8').split('\n')[0]);
-    process.kill(pid, 'SIGKILL');
+  /**
+   * Crashes the server at once: SIGKILL to the postmaster and every backend (all the processes of
+   * its namespace, as a machine dying would take them), so no shutdown and no checkpoint.
+   */
+  crash(): void {
+    const pids = execFileSync('ip', ['netns', 'pids', this.net.node(this.node).ns]).toString().split('\n').filter(Boolean);
+    for (const pid of pids) {
+      try {
+        process.kill(Number(pid), 'SIGKILL');
+      } catch {}
+    }
   }
 
   async promote(): Promise<void> {
@@ -99,14 +109,14 @@ export class NetPostgres {
     rmSync(this.dir, { recursive: true, force: true });
   }
 
-  #configure(lines: string[]): void {
+  #configure(lines: string[], opts: { hba: boolean } = { hba: true }): void {
     const { addr } = this.net.node(this.node);
     appendFileSync(
       join(this.data, 'postgresql.conf'),
       [`listen_addresses = '${addr}'`, `port = ${PORT}`, `unix_socket_directories = '${this.dir}'`, 'max_connections = 200', 'fsync = on', ...lines, ''].join('\n'),
     );
     // trust inside the private range only: every address there is one of this test's namespaces
-    appendFileSync(join(this.data, 'pg_hba.conf'), 'host all all 198.18.0.0/15 trust\nhost replication all 198.18.0.0/15 trust\n');
+    if (opts.hba) appendFileSync(join(this.data, 'pg_hba.conf'), 'host all all 198.18.0.0/15 trust\nhost replication all 198.18.0.0/15 trust\n');
   }
 
   /** Runs a server binary as `postgres` inside the node's namespace (the server inherits both). */
