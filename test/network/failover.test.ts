@@ -35,7 +35,7 @@ if (skip !== null && process.env['CI'] === 'true' && process.env['FLOW_NETWORK_T
     throw new Error(`the failover test cannot run: ${skip}`);
   });
 } else if (skip !== null) {
-  console.warn(`test/network/failover skipped: ${skip}`);
+  process.stderr.write(`test/network/failover.test.ts skipped: ${skip}\n`);
 }
 
 describe.skipIf(skip !== null)('primary failover behind HAProxy', () => {
@@ -60,7 +60,7 @@ describe.skipIf(skip !== null)('primary failover behind HAProxy', () => {
       ['pg1', 'pg2'].map((n) => ({ name: n, addr: net.node(n).addr })),
       scratch!.dir,
     );
-    svc = await NetService.start(net, 'svc', scratch!.dir);
+    svc = await NetService.start(net, 'svc', scratch!.dir, endpoint.localUrl);
     db = await openDb(endpoint.localUrl, { schema: 'flow', poolSize: 4 });
     await waitFor('the endpoint to reach the primary', async () => ((await db.pool.query('SELECT pg_is_in_recovery() AS r').catch(() => null))?.rows[0]?.r === false ? true : undefined));
     await migrate(db);

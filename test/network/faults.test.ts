@@ -29,7 +29,7 @@ if (skip !== null && process.env['CI'] === 'true' && process.env['FLOW_NETWORK_T
     throw new Error(`the network fault tests cannot run: ${skip}`);
   });
 } else if (skip !== null) {
-  console.warn(`test/network skipped: ${skip}`);
+  process.stderr.write(`test/network/faults.test.ts skipped: ${skip}\n`);
 }
 
 describe.skipIf(skip !== null)('network faults between engine nodes, Postgres and the owning service', () => {
@@ -47,7 +47,7 @@ describe.skipIf(skip !== null)('network faults between engine nodes, Postgres an
     net = await Net.create(['pg', 'wan', 'e1', 'e2', 'svc']);
     pg = await NetPostgres.primary(net, 'pg');
     relay = await Relay.start(net, 'wan', 'pg', scratch!.dir);
-    svc = await NetService.start(net, 'svc', scratch!.dir);
+    svc = await NetService.start(net, 'svc', scratch!.dir, pg.localUrl);
     db = await openDb(pg.localUrl, { schema: 'flow', poolSize: 4 });
     await migrate(db);
     await traceWorkflowWrites(db);

@@ -19,7 +19,8 @@ export function readDeliveries(file: string): Delivery[] {
 
 /**
  * Breaches, over everything the service saw and everything the database holds, of:
- * - no effect applied twice under one key (the service's ledger);
+ * - no effect applied twice under one key (the service's ledger), and no call for a key whose
+ *   success was committed when it arrived (a committed step run again);
  * - no committed transition lost: every effect the service applied is committed as succeeded, and
  *   every success committed was applied; attempts are consistent (store-checks.ts).
  */
@@ -28,6 +29,7 @@ export async function effectViolations(db: Db, deliveries: Delivery[]): Promise<
   const applied = new Map<string, number>();
   for (const d of deliveries) if (d.outcome === 'applied') applied.set(d.key, (applied.get(d.key) ?? 0) + 1);
   for (const [key, n] of applied) if (n > 1) out.push(`effect applied ${n} times under ${key}`);
+  for (const d of deliveries) if (d.afterCommit) out.push(`call ${d.op} under ${d.key} (attempt ${d.attempt}, from ${d.via}) arrived after its success was committed`);
   const committed = new Set(await succeededKeys(db));
   for (const key of applied.keys()) if (!committed.has(key)) out.push(`effect applied under ${key} but no success committed (a lost transition)`);
   for (const key of committed) if (!applied.has(key)) out.push(`success committed under ${key} that the service never applied`);

@@ -1,6 +1,7 @@
 import { appendFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { type Delivery, IdempotencyLedger, kindOfKey } from '../../support/idempotency-ledger.ts';
 
 /**
@@ -8,13 +9,26 @@ import { type Delivery, IdempotencyLedger, kindOfKey } from '../../support/idemp
  * `service-main.ts <host> <port> <log file>`. Every operation is mounted under the caller's name
  * (`/e1/step`), goes through an idempotency ledger (the first success per key is stored and
  * replayed), and every delivery is appended to the log as one JSON line the moment it is decided,
- * so the test reads what the service saw even if the service is killed.
+ * so the test reads what the service saw even if the service is killed (`n` is the
+ * arrival order).
  * - `step` answers at once;
  * - `slow` applies its effect, then holds the answer for SLOW_MS (a window to cut the network in).
+ * With STORE_URL (a unix socket: sockets are not namespaced, so no fault touches it) each call
+ * asks the store, as it arrives, whether its key's success is already committed: such a call means
+ * a committed step ran again (`afterCommit`).
  */
 const [host, port, logFile] = process.argv.slice(2);
 const SLOW_MS = Number(process.env['SLOW_MS'] ?? 1500);
 const ledger = new IdempotencyLedger<number>((status) => (status < 300 ? 'success' : status >= 500 ? 'transient' : 'refused'));
+
+const store = process.env['STORE_URL'] ? new pg.Pool({ connectionString: process.env['STORE_URL'], max: 4, options: '-c search_path=flow -c statement_timeout=1000' }) : null;
+store?.on('error', () => {});
+
+/** Unknown (false) while the store is away: the check is then only as strong as the store's answers. */
+async function committed(key: string): Promise<boolean> {
+  const res = await store?.query(`SELECT 1 FROM step_runs WHERE idempotency_key = $1 AND state = 'succeeded' LIMIT 1`, [key]).catch(() => null);
+  return (res?.rowCount ?? 0) > 0;
+}
 
 function record(d: Delivery): void {
   appendFileSync(logFile!, `${JSON.stringify(d)}\n`);
@@ -35,8 +49,10 @@ const server = createServer(async (req, res) => {
     kind: kindOfKey(key),
     at: Date.now(),
   };
+  // asked as the call arrives, answered beside it: the check must not slow the service down
+  const check = committed(key);
   const { result, delivery } = ledger.deliver(info, () => 200);
-  record(delivery);
+  void check.then((afterCommit) => record({ ...delivery, afterCommit }));
   if (op === 'slow') await sleep(SLOW_MS);
   res.writeHead(result, { 'content-type': 'application/json' });
   res.end(JSON.stringify({ ok: true, op }));
