@@ -179,7 +179,7 @@ describe.skipIf(skip !== null)('network faults between engine nodes, Postgres an
       await net.heal();
     }
     await relay.setRttMs(0);
-    console.log(`throughput over the network (2 nodes × 8 workers):\n  ${rows.join('\n  ')}`);
+    console.log(`throughput over the network (2 nodes × 8 workers; the service asks the store before each answer; bench/network.bench.ts measures without):\n  ${rows.join('\n  ')}`);
   }, 300_000);
 
   it('after every partition healed: every instance ends, no effect twice under one key, no committed transition lost, no dead lease left', async () => {

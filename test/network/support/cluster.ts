@@ -28,12 +28,12 @@ export class NetService {
     readonly addr: string,
   ) {}
 
-  /** `storeUrl`: where the service asks whether a key's success is committed (a unix socket). */
-  static async start(net: Net, node: string, dir: string, storeUrl: string): Promise<NetService> {
+  /** `storeUrl`: where the service asks whether a key's success is committed (a unix socket); none in the bench. */
+  static async start(net: Net, node: string, dir: string, storeUrl?: string): Promise<NetService> {
     const logFile = join(dir, 'service.jsonl');
     writeFileSync(logFile, '');
     const { addr } = net.node(node);
-    return new NetService(await NetProcess.start(net, node, 'service-main.ts', [addr, String(SERVICE_PORT), logFile], { STORE_URL: storeUrl }), logFile, addr);
+    return new NetService(await NetProcess.start(net, node, 'service-main.ts', [addr, String(SERVICE_PORT), logFile], storeUrl === undefined ? {} : { STORE_URL: storeUrl }), logFile, addr);
   }
 
   /** Where the engine node `name` sends its calls: its own prefix, so each delivery says who sent it. */

@@ -9,8 +9,7 @@ import { type Delivery, IdempotencyLedger, kindOfKey } from '../../support/idemp
  * `service-main.ts <host> <port> <log file>`. Every operation is mounted under the caller's name
  * (`/e1/step`), goes through an idempotency ledger (the first success per key is stored and
  * replayed), and every delivery is appended to the log as one JSON line the moment it is decided,
- * so the test reads what the service saw even if the service is killed (`n` is the
- * arrival order).
+ * so the test reads what the service saw even if the service is killed.
  * - `step` answers at once;
  * - `slow` applies its effect, then holds the answer for SLOW_MS (a window to cut the network in).
  * With STORE_URL (a unix socket: sockets are not namespaced, so no fault touches it) each call
@@ -49,10 +48,10 @@ const server = createServer(async (req, res) => {
     kind: kindOfKey(key),
     at: Date.now(),
   };
-  // asked as the call arrives, answered beside it: the check must not slow the service down
-  const check = committed(key);
-  const { result, delivery } = ledger.deliver(info, () => 200);
-  void check.then((afterCommit) => record({ ...delivery, afterCommit }));
+  // asked before the answer leaves: once it has, the engine may commit the success at any moment
+  const afterCommit = await committed(key);
+  const { result, delivery } = ledger.deliver(info, () => 200, { afterCommit });
+  record(delivery);
   if (op === 'slow') await sleep(SLOW_MS);
   res.writeHead(result, { 'content-type': 'application/json' });
   res.end(JSON.stringify({ ok: true, op }));
