@@ -42,7 +42,8 @@ export async function effectViolations(db: Db, deliveries: Delivery[]): Promise<
  * that still runs means its holder is dead (or cut off) and nobody took it over.
  */
 export class LeaseWatch {
-  readonly violations = new Set<string>();
+  /** The longest each lease was seen expired, by instance and token. */
+  readonly #seen = new Map<string, number>();
   #timer: NodeJS.Timeout;
   #busy = false;
 
@@ -62,7 +63,7 @@ export class LeaseWatch {
         )
         .then(
           (res) => {
-            for (const r of res.rows) this.violations.add(`instance ${r.id} still leased to ${r.token}, expired ${r.ms} ms ago`);
+            for (const r of res.rows) this.#seen.set(`instance ${r.id} still leased to ${r.token}`, r.ms);
           },
           () => {},
         )
@@ -72,6 +73,6 @@ export class LeaseWatch {
 
   stop(): string[] {
     clearInterval(this.#timer);
-    return [...this.violations];
+    return [...this.#seen].map(([what, ms]) => `${what}, seen expired ${ms} ms`);
   }
 }
