@@ -19,7 +19,7 @@ export function haproxyUnavailable(): string | null {
 /**
  * HAProxy in a node's namespace as the one Postgres endpoint that moves: it sends every new
  * connection to whichever server answers `pg_is_in_recovery() = false` (an external check every
- * 200 ms), and cuts the sessions of a server it marks down. It listens on the node's address for
+ * 250 ms), and cuts the sessions of a server it marks down. It listens on the node's address for
  * the engines and on a unix socket (`localUrl`) for the test.
  */
 export class PgEndpoint {
@@ -33,7 +33,7 @@ export class PgEndpoint {
   static async start(net: Net, node: string, servers: { name: string; addr: string }[], dir: string): Promise<PgEndpoint> {
     const check = join(dir, 'is-primary.sh');
     // $3 and $4: the server's address and port (HAProxy's external-check arguments)
-    writeFileSync(check, `#!/bin/sh\n[ "$(PGCONNECT_TIMEOUT=1 ${PGBIN}/psql -h "$3" -p "$4" -U postgres -d postgres -XtAc 'SELECT pg_is_in_recovery()')" = f ]\n`);
+    writeFileSync(check, `#!/bin/sh\n[ "$(PGCONNECT_TIMEOUT=2 ${PGBIN}/psql -h "$3" -p "$4" -U postgres -d postgres -XtAc 'SELECT pg_is_in_recovery()')" = f ]\n`);
     chmodSync(check, 0o755);
     const cfg = join(dir, 'haproxy.cfg');
     const { addr } = net.node(node);
@@ -49,13 +49,13 @@ export class PgEndpoint {
         '  timeout connect 1s',
         '  timeout client 1h',
         '  timeout server 1h',
-        '  timeout check 1s',
+        '  timeout check 3s',
         'listen postgres',
         `  bind ${addr}:5432`,
         `  bind unix@${join(dir, '.s.PGSQL.5432')} mode 777`,
         '  option external-check',
         `  external-check command ${check}`,
-        '  default-server inter 200ms fall 2 rise 1 on-marked-down shutdown-sessions',
+        '  default-server inter 250ms fall 3 rise 1 on-marked-down shutdown-sessions',
         ...servers.map((s) => `  server ${s.name} ${s.addr}:5432 check`),
         '',
       ].join('\n'),
