@@ -23,7 +23,7 @@ type Rule = { kind: 'partition'; a: string; b: string } | { kind: 'loss'; node: 
  * A private network of nodes for fault tests: each node a network namespace of its own with one
  * veth to a bridge that lives in a namespace of its own. No namespace has a default route, NAT or
  * a link to the machine's interfaces, so nothing leaves it. Faults are nft rules inside the
- * nodes' namespaces (drops, random loss); delay, where the kernel has no netem, is a relay
+ * nodes' namespaces, on arrival (drops, random loss); delay, where the kernel has no netem, is a relay
  * (delay-relay.ts). Unix sockets are not namespaced: the test itself reaches Postgres and the
  * proxy through sockets in their data directories, outside every fault it injects.
  */
@@ -55,12 +55,22 @@ export class Net {
     await Net.cleanupLeftovers();
     const net = new Net(`${PREFIX}${process.pid}-${Net.#runs++}-`);
     live.add(net);
-    const br = `${net.prefix}br`;
+    try {
+      await net.#build(names);
+    } catch (err) {
+      await net.destroy();
+      throw err;
+    }
+    return net;
+  }
+
+  async #build(names: string[]): Promise<void> {
+    const br = `${this.prefix}br`;
     await ip('netns', 'add', br);
     await ip('-n', br, 'link', 'add', 'br0', 'type', 'bridge');
     await ip('-n', br, 'link', 'set', 'br0', 'up');
     for (const [i, name] of names.entries()) {
-      const node: NetNode = { name, ns: `${net.prefix}${name}`, addr: `${SUBNET}.${10 + i}` };
+      const node: NetNode = { name, ns: `${this.prefix}${name}`, addr: `${SUBNET}.${10 + i}` };
       await ip('netns', 'add', node.ns);
       // made inside the namespaces: the machine's own namespace never holds either end
       await ip('-n', br, 'link', 'add', `v${i}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', node.ns);
@@ -68,9 +78,8 @@ export class Net {
       await ip('-n', node.ns, 'addr', 'add', `${node.addr}/24`, 'dev', 'eth0');
       await ip('-n', node.ns, 'link', 'set', 'eth0', 'up');
       await ip('-n', node.ns, 'link', 'set', 'lo', 'up');
-      net.#nodes.set(name, node);
+      this.#nodes.set(name, node);
     }
-    return net;
   }
 
   node(name: string): NetNode {
@@ -87,23 +96,19 @@ export class Net {
   /** Drops every packet between two nodes, both ways, silently (no reset: connections hang, as across a real partition). */
   async partition(a: string, b: string): Promise<void> {
     this.#rules.push({ kind: 'partition', a, b });
-    await this.#apply(a);
+    await this.#applyAll();
   }
 
   /** Drops `permille` of the packets a node sends and of those it receives, at random. */
   async loss(node: string, permille: number): Promise<void> {
     this.#rules.push({ kind: 'loss', node, permille });
-    await this.#apply(node);
+    await this.#applyAll();
   }
 
-  /** Removes every fault (on one node, or everywhere). */
-  async heal(node?: string): Promise<void> {
-    const touched = new Set(this.#rules.map((r) => (r.kind === 'loss' ? r.node : r.a)));
-    for (let i = this.#rules.length - 1; i >= 0; i--) {
-      const r = this.#rules[i]!;
-      if (node === undefined || (r.kind === 'loss' ? r.node : r.a) === node) this.#rules.splice(i, 1);
-    }
-    for (const n of touched) if (node === undefined || n === node) await this.#apply(n);
+  /** Removes every fault. */
+  async heal(): Promise<void> {
+    this.#rules.length = 0;
+    await this.#applyAll();
   }
 
   /** Kills whatever still runs in the namespaces and removes them. */
@@ -120,26 +125,27 @@ export class Net {
     });
   }
 
-  /** Rewrites a node's one nft table from the rules that concern it (atomically: nft -f). */
-  async #apply(name: string): Promise<void> {
-    const lines: string[] = [];
-    for (const r of this.#rules) {
-      if (r.kind === 'partition' && r.a === name) {
-        const peer = this.node(r.b).addr;
-        lines.push(`  chain out_${lines.length} { type filter hook output priority 0; ip daddr ${peer} drop; }`);
-        lines.push(`  chain in_${lines.length} { type filter hook input priority 0; ip saddr ${peer} drop; }`);
+  /**
+   * Rewrites every node's one nft table from the rules (atomically per node: nft -f). Packets are
+   * dropped where they arrive, never where they leave: a packet dropped on its own node's output
+   * fails the sending call at once (EPERM), which no real network does.
+   */
+  async #applyAll(): Promise<void> {
+    for (const { name } of this.#nodes.values()) {
+      const drops: string[] = [];
+      for (const r of this.#rules) {
+        if (r.kind === 'partition' && (r.a === name || r.b === name)) drops.push(`ip saddr ${this.node(r.a === name ? r.b : r.a).addr} drop`);
+        if (r.kind === 'loss' && r.node === name) drops.push(`iifname "eth0" numgen random mod 1000 < ${r.permille} drop`);
+        if (r.kind === 'loss' && r.node !== name) drops.push(`ip saddr ${this.node(r.node).addr} numgen random mod 1000 < ${r.permille} drop`);
       }
-      if (r.kind === 'loss' && r.node === name) {
-        lines.push(`  chain out_${lines.length} { type filter hook output priority 0; oifname "eth0" numgen random mod 1000 < ${r.permille} drop; }`);
-        lines.push(`  chain in_${lines.length} { type filter hook input priority 0; iifname "eth0" numgen random mod 1000 < ${r.permille} drop; }`);
-      }
+      const chain = drops.length === 0 ? [] : ['table inet s8fault {', '  chain in { type filter hook input priority 0;', ...drops.map((d) => `    ${d};`), '  }', '}'];
+      // "table; delete table" makes the script idempotent: it replaces whatever was there
+      const script = ['table inet s8fault', 'delete table inet s8fault', ...chain].join('\n');
+      await new Promise<void>((resolve, reject) => {
+        const child = execFile('ip', [...this.exec(name).slice(1), 'nft', '-f', '-'], (err) => (err ? reject(err) : resolve()));
+        child.stdin!.end(`${script}\n`);
+      });
     }
-    // "table; delete table" makes the script idempotent: it replaces whatever was there
-    const script = ['table inet s8fault', 'delete table inet s8fault', ...(lines.length > 0 ? ['table inet s8fault {', ...lines, '}'] : [])].join('\n');
-    await new Promise<void>((resolve, reject) => {
-      const child = execFile('ip', [...this.exec(name).slice(1), 'nft', '-f', '-'], (err) => (err ? reject(err) : resolve()));
-      child.stdin!.end(`${script}\n`);
-    });
   }
 }
 
