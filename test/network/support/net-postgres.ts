@@ -49,29 +49,42 @@ export class NetPostgres {
    */
   static async primary(net: Net, node: string, opts: { syncStandby?: string } = {}): Promise<NetPostgres> {
     const pg = new NetPostgres(net, node, privateDir());
-    await pg.#as(['initdb', '-D', pg.data, '-A', 'trust', '-U', 'postgres', '--no-sync']);
-    pg.#configure([
-      'wal_level = replica',
-      'max_wal_senders = 5',
-      'synchronous_commit = on',
-      ...(opts.syncStandby ? [`synchronous_standby_names = '${opts.syncStandby}'`] : []),
-    ]);
-    await pg.start();
-    return pg;
+    return pg.#orDestroy(async () => {
+      await pg.#as(['initdb', '-D', pg.data, '-A', 'trust', '-U', 'postgres', '--no-sync']);
+      pg.#configure([
+        'wal_level = replica',
+        'max_wal_senders = 5',
+        'synchronous_commit = on',
+        ...(opts.syncStandby ? [`synchronous_standby_names = '${opts.syncStandby}'`] : []),
+      ]);
+      await pg.start();
+    });
   }
 
   /** A streaming replica of `primary` (pg_basebackup -R over the network), reporting as `name`. */
   static async replica(net: Net, node: string, primary: NetPostgres, name: string): Promise<NetPostgres> {
     const pg = new NetPostgres(net, node, privateDir());
     const { addr } = net.node(primary.node);
-    await pg.#as(['pg_basebackup', '-D', pg.data, '-R', '-X', 'stream', '-d', `host=${addr} port=${PORT} user=postgres application_name=${name}`]);
-    // the copy carries the primary's settings: later lines win, so its own address and socket
-    // follow. Promoted, it has no standby of its own: were it to keep the primary's synchronous
-    // standby name, every commit would wait for ever (an orchestrator such as Patroni's
-    // synchronous_mode makes this change at promotion)
-    pg.#configure(["synchronous_standby_names = ''"], { hba: false });
-    await pg.start();
-    return pg;
+    return pg.#orDestroy(async () => {
+      await pg.#as(['pg_basebackup', '-D', pg.data, '-R', '-X', 'stream', '-d', `host=${addr} port=${PORT} user=postgres application_name=${name}`]);
+      // the copy carries the primary's settings: later lines win, so its own address and socket
+      // follow. Promoted, it has no standby of its own: were it to keep the primary's synchronous
+      // standby name, every commit would wait for ever (an orchestrator such as Patroni's
+      // synchronous_mode makes this change at promotion)
+      pg.#configure(["synchronous_standby_names = ''"], { hba: false });
+      await pg.start();
+    });
+  }
+
+  /** Runs the setup; a server that failed to come up leaves no files behind. */
+  async #orDestroy(setup: () => Promise<void>): Promise<NetPostgres> {
+    try {
+      await setup();
+      return this;
+    } catch (err) {
+      await this.destroy();
+      throw err;
+    }
   }
 
   async start(): Promise<void> {
