@@ -26,6 +26,8 @@ export interface WorkerProcessOptions {
   readyTimeoutMs?: number;
   /** Serve the HTTP API too (then pass `--port` in `args`); otherwise `--no-api`. (Default: false) */
   api?: boolean;
+  /** A command the process runs under (e.g. `ip netns exec NS`). (Default: none) */
+  launcher?: string[];
 }
 
 /** One `s8flow start` process (a single worker, no supervisor): its pid is the worker itself. */
@@ -57,7 +59,8 @@ export class WorkerProcess {
   /** Starts a worker and resolves once it has migrated, started its pool and said so. */
   static async start(o: WorkerProcessOptions): Promise<WorkerProcess> {
     const args = ['start', '--concurrency', String(o.concurrency ?? 4), '--lease-ms', String(o.leaseMs ?? 1500), '--poll-ms', String(o.pollMs ?? 50), ...(o.api ? [] : ['--no-api']), ...(o.args ?? [])];
-    const child = spawn(process.execPath, [BIN, ...args], {
+    const [cmd, ...pre] = [...(o.launcher ?? []), process.execPath];
+    const child = spawn(cmd!, [...pre, BIN, ...args], {
       env: {
         ...process.env,
         DATABASE_URL: o.databaseUrl,

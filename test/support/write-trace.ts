@@ -44,8 +44,8 @@ export async function lastTracedWrite(db: Db): Promise<number> {
 
 /** Recognises the engine's statements by their text (engine/store/*.ts: commit-transition, claim-workflows). */
 function statementOf(query: string): TracedWrite['statement'] {
-  if (/commit_(transition|journaled)\(|AND row_version = \$2/.test(query)) return 'commit';
-  if (/FOR UPDATE SKIP LOCKED/.test(query)) return 'claim';
+  if (/commit_(transition|journaled|batch)\(|AND row_version = \$2/.test(query)) return 'commit';
+  if (/FOR UPDATE SKIP LOCKED|claim_workflows\(/.test(query)) return 'claim';
   if (/SET lease_expires_at = /.test(query)) return 'heartbeat';
   return 'other';
 }
