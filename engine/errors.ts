@@ -158,3 +158,26 @@ export class GrantRefused extends FlowError {
     );
   }
 }
+
+/** A schedule's cron pattern, time zone, catch-up window or input cannot be used. */
+export class ScheduleInvalid extends FlowError {
+  constructor(why: string) {
+    super('FLOW_SCHEDULE_INVALID', `schedule refused: ${why}`, { status: 422 });
+  }
+}
+
+/** A schedule a definition declares is managed by its versions, not deleted by hand. */
+export class ScheduleDeclared extends FlowError {
+  constructor(id: string) {
+    super('FLOW_SCHEDULE_DECLARED', `schedule ${id} is declared by its definition: pause it, or remove .schedule() and publish a new version`, {
+      status: 409,
+    });
+  }
+}
+
+/** A schedule with this id exists in the env already. */
+export class ScheduleExists extends FlowError {
+  constructor(id: string) {
+    super('FLOW_SCHEDULE_EXISTS', `schedule ${id} exists already: choose another id, or delete it first`, { status: 409 });
+  }
+}
