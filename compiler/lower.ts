@@ -64,5 +64,6 @@ export function lowerDraft(
     ...(draft.triggers.length === 0
       ? {}
       : { triggers: draft.triggers.map((t, i) => ({ event: t.event, input: expr(t.input, `triggers.${i}.input`, TRIGGER_ROOTS) })) }),
+    ...((draft.schedules ?? []).length === 0 ? {} : { schedules: draft.schedules.map((s) => ({ ...s })) }),
   };
 }

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import type { StepKind } from '../contracts/logic-version.ts';
-import type { DraftExpr, DraftModule, DraftStep, WorkflowDraft } from './draft.ts';
+import type { DraftExpr, DraftModule, DraftSchedule, DraftStep, WorkflowDraft } from './draft.ts';
 import { FlowSdkError, SdkErrorCode } from './errors.ts';
 import { toJsonSchema } from './json-schema.ts';
 
@@ -10,6 +10,7 @@ export interface BuilderState {
   readonly steps: readonly { name: string; kind: StepKind; options: Record<string, unknown> }[];
   readonly modules: readonly { name: string; options: Record<string, unknown> }[];
   readonly triggers: readonly { event: string; options: Record<string, unknown> }[];
+  readonly schedules: readonly DraftSchedule[];
   readonly output?: DraftExpr;
 }
 
@@ -67,6 +68,7 @@ export function assembleDraft(state: BuilderState): WorkflowDraft {
     ...(state.output === undefined ? {} : { output: state.output }),
     modules,
     triggers: state.triggers.map((t) => ({ event: t.event, input: t.options['input'] as DraftExpr })),
+    schedules: state.schedules,
   };
   checkReferences(at, draft);
   return draft;

@@ -36,4 +36,16 @@ export interface WorkflowDraft {
   readonly output?: DraftExpr;
   readonly modules: readonly DraftModule[];
   readonly triggers: readonly { readonly event: string; readonly input: DraftExpr }[];
+  /** Declared schedules, as the LogicVersion carries them (checked when declared). */
+  readonly schedules: readonly DraftSchedule[];
+}
+
+/** A schedule as `.schedule()` declared it: its options are plain data already. */
+export interface DraftSchedule {
+  readonly name?: string;
+  readonly cron: string;
+  readonly timezone?: string;
+  readonly overlap?: 'skip' | 'buffer_one' | 'allow';
+  readonly catchUp?: string;
+  readonly input?: unknown;
 }

@@ -55,6 +55,12 @@ describeEachDriver('the API surface', (getDb) => {
         ...['retry', 'cancel', 'replay'].map((v) => `POST /v1/envs/{env}/bulk/${v}`),
         'GET /v1/envs/{env}/bulk/{jobId}',
         'POST /v1/envs/{env}/bulk/{jobId}/abort',
+        // schedules (engine/api/routes/schedules.ts)
+        'GET /v1/envs/{env}/schedules',
+        'POST /v1/envs/{env}/schedules',
+        'GET /v1/envs/{env}/schedules/{id}',
+        'DELETE /v1/envs/{env}/schedules/{id}',
+        ...['pause', 'resume', 'trigger', 'backfill'].map((v) => `POST /v1/envs/{env}/schedules/{id}/${v}`),
       ].sort(),
     );
     // the request schema refuses unknown fields, and the document says so
