@@ -2,6 +2,7 @@ import { FlowError } from '../contracts/errors.ts';
 import { LIFECYCLE_USAGE } from './commands/lifecycle.ts';
 import { OPERATE_USAGE } from './commands/operate.ts';
 import { RUN_USAGE } from './commands/run-usage.ts';
+import { SCHEDULES_USAGE } from './commands/schedules.ts';
 import { ApiProblem } from './http.ts';
 
 type Command = (argv: string[]) => Promise<number>;
@@ -34,6 +35,7 @@ const COMMANDS: Record<string, { usage: string; load: () => Promise<Command> }> 
     usage: 's8flow publish --to <dir | http(s)://engine> [--token T] [--env E] [--from dist/flow]',
     load: async () => (await import('./commands/publish.ts')).publishCommand,
   },
+  schedules: { usage: SCHEDULES_USAGE, load: async () => (await import('./commands/schedules.ts')).schedulesCommand },
 };
 
 // the operator verbs against a running engine's API (see docs/operations.md)
