@@ -16,6 +16,7 @@ import {
   listSchedules,
   listTicks,
   recordTick,
+  startedTicks,
   redefineSchedule,
   type ScheduleRow,
   type ScheduleSpec,
@@ -193,13 +194,13 @@ export class Schedules {
     const result = await inEnv(this.db, env, async (c) => {
       const row = await found(c, id, range.dryRun ? 'none' : 'update');
       const now = await this.#now(c);
-      const to = range.to < now ? range.to : now;
+      const to = new Date(Math.min(range.to.getTime(), now.getTime()));
       const cron = cronOf(row.cron, row.timezone);
       // the range is inclusive of `from`: ticks after the instant just before it
       const ticks = ticksBetween(cron, new Date(range.from.getTime() - 1), to, BACKFILL_MAX_TICKS + 1);
       if (ticks.length > BACKFILL_MAX_TICKS) throw new ScheduleInvalid(`the range holds more than ${BACKFILL_MAX_TICKS} ticks: backfill it in parts`);
       if (range.dryRun) {
-        const done = new Map((await listTicks(c, id, 100_000)).filter((t) => t.outcome === 'started').map((t) => [t.tickAt.getTime(), t.workflowId]));
+        const done = await startedTicks(c, id, ticks);
         return { dryRun: true, ticks: ticks.map((tickAt) => ({ tickAt, workflowId: done.get(tickAt.getTime()) ?? null, created: !done.has(tickAt.getTime()) })) };
       }
       const out: BackfillResult['ticks'] = [];
@@ -222,8 +223,8 @@ export class Schedules {
    * moved on). Returns how many schedules fired and how long until the next tick is due.
    */
   async fireDue(): Promise<{ fired: number; nextDueMs: number | null }> {
-    const now = this.opts.clock?.() ?? null;
-    const { due, nextDueMs } = await asScheduler(this.db, async (c) => dueSchedules(c, now ?? (await this.#now(c)), DUE_BATCH));
+    // without a clock the statement reads the database's now() itself: one round trip a poll
+    const { due, nextDueMs } = await asScheduler(this.db, (c) => dueSchedules(c, this.opts.clock?.() ?? null, DUE_BATCH));
     let fired = 0;
     let started = 0;
     for (const { env, id } of due) {

@@ -77,13 +77,14 @@ export async function updateProgress(
  * other schedule (null: none). The two partial indexes (migration 0029) keep this a short
  * lookup however many schedules exist.
  */
-export async function dueSchedules(on: Queryable, now: Date, limit: number): Promise<{ due: { env: string; id: string }[]; nextDueMs: number | null }> {
+export async function dueSchedules(on: Queryable, now: Date | null, limit: number): Promise<{ due: { env: string; id: string }[]; nextDueMs: number | null }> {
   const res = await on.query<{ env: string | null; id: string | null; next_ms: number | null }>(
-    `(SELECT env_id AS env, id, NULL::float8 AS next_ms FROM schedules WHERE NOT paused AND next_at <= $1 ORDER BY next_at LIMIT $2)
+    `WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now)
+     (SELECT env_id AS env, id, NULL::float8 AS next_ms FROM schedules, t WHERE NOT paused AND next_at <= t.now ORDER BY next_at LIMIT $2)
      UNION ALL
      (SELECT env_id, id, NULL FROM schedules WHERE NOT paused AND buffered_at IS NOT NULL LIMIT $2)
      UNION ALL
-     SELECT NULL, NULL, extract(epoch FROM min(next_at) - $1) * 1000 FROM schedules WHERE NOT paused AND next_at > $1`,
+     SELECT NULL, NULL, extract(epoch FROM min(next_at) - t.now) * 1000 FROM schedules, t WHERE NOT paused AND next_at > t.now GROUP BY t.now`,
     [now, limit],
   );
   const due = new Map<string, { env: string; id: string }>();
@@ -120,6 +121,16 @@ export async function listTicks(c: Client, scheduleId: string, limit: number): P
     [scheduleId, limit],
   );
   return res.rows;
+}
+
+/** Of `ticks`, those that started an instance, with it (a backfill's dry run). */
+export async function startedTicks(c: Client, scheduleId: string, ticks: readonly Date[]): Promise<Map<number, string | null>> {
+  const res = await c.query<{ tickAt: Date; workflowId: string | null }>(
+    `SELECT tick_at AS "tickAt", workflow_id AS "workflowId" FROM schedule_ticks
+     WHERE schedule_id = $1 AND tick_at = ANY($2::timestamptz[]) AND outcome = 'started'`,
+    [scheduleId, ticks],
+  );
+  return new Map(res.rows.map((r) => [r.tickAt.getTime(), r.workflowId]));
 }
 
 export async function deleteTicks(c: Client, scheduleId: string): Promise<void> {

@@ -1,5 +1,6 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import type { LogicVersion, ScheduleDef } from '../../contracts/index.ts';
+import { cronOf, ticksBetween } from '../../engine/core/schedule-ticks.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import type { Db } from '../../engine/store/db.ts';
 import { asScheduler } from '../../engine/store/tx.ts';
@@ -71,6 +72,13 @@ describeEachDriver('schedules', (getDb) => {
       // 02:30 happens at 00:30Z (CEST) and again at 01:30Z (CET): it runs at the first only
       expect(await started(e, id)).toEqual(['2026-10-25T00:30:00.000Z', '2026-10-26T01:30:00.000Z']);
     });
+  });
+
+  it('a wildcard hour ticks every elapsed hour across fall-back: 25 ticks that Berlin day, 23 on spring-forward day', () => {
+    const hourly = cronOf('0 * * * *', 'Europe/Berlin');
+    // a Berlin day, midnight to midnight, in UTC: 25 hours in October, 23 in March
+    expect(ticksBetween(hourly, new Date('2026-10-24T21:59:59Z'), new Date('2026-10-25T22:59:59Z'), 100)).toHaveLength(25);
+    expect(ticksBetween(hourly, new Date('2026-03-28T22:59:59Z'), new Date('2026-03-29T21:59:59Z'), 100)).toHaveLength(23);
   });
 
   describe('overlap', () => {
@@ -145,6 +153,24 @@ describeEachDriver('schedules', (getDb) => {
     expect(res.rows).toHaveLength(10);
     expect(res.rows.every((r) => r.n === 1)).toBe(true);
     expect(await started(nodes[0]!, id)).toHaveLength(10);
+  });
+
+  it("the workers' timer loop fires a due schedule by the database's clock", async () => {
+    const e = new Engine({ db: getDb(), env: ENV, worker: { pollMs: 20 } });
+    engines.push(e);
+    const logic = quick([]);
+    await e.publish(logic, ENV);
+    const s = await e.schedules.create(ENV, { id: 'db.clock', logicId: logic.logicId, cron: '0 0 1 1 *' }, BY);
+    // as the test clock does for timers: the tick is made due instead of waiting for it
+    await asScheduler(getDb(), (c) => c.query(`UPDATE schedules SET next_at = now() - interval '1 second' WHERE id = $1`, [s.id]));
+    await e.workers.start();
+    try {
+      for (let i = 0; i < 500 && (await started(e, s.id)).length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    } finally {
+      await e.workers.stop();
+    }
+    expect(await started(e, s.id)).toHaveLength(1);
+    expect((await e.schedules.get(ENV, s.id)).nextAt!.getTime()).toBeGreaterThan(Date.now());
   });
 
   describe('declared and managed', () => {
