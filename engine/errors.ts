@@ -153,7 +153,7 @@ export class GrantRefused extends FlowError {
       `${logic.logicId}@${logic.version} does more than its publisher may: ${refusals.map((r) => `${r.message} (missing: ${r.missing})`).join('; ')}`,
       {
         status: 403,
-        details: refusals.map((r) => ({ path: r.step === undefined ? 'triggers' : `steps.${r.step}`, message: `[${r.code}] ${r.message} (missing: ${r.missing})` })),
+        details: refusals.map((r) => ({ path: r.step !== undefined ? `steps.${r.step}` : r.code === 'FLOW_GRANT_SCHEDULE' ? 'schedules' : 'triggers', message: `[${r.code}] ${r.message} (missing: ${r.missing})` })),
       },
     );
   }
