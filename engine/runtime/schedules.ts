@@ -31,6 +31,7 @@ import { startPinned } from './start-instance.ts';
 const TICKS_PER_ROUND = 500;
 /** Schedules fired per poll. */
 const DUE_BATCH = 100;
+const TERMINAL = [...TERMINAL_STATES];
 /** The most ticks one backfill may cover. */
 export const BACKFILL_MAX_TICKS = 1000;
 
@@ -224,7 +225,7 @@ export class Schedules {
    */
   async fireDue(): Promise<{ fired: number; nextDueMs: number | null }> {
     // without a clock the statement reads the database's now() itself: one round trip a poll
-    const { due, nextDueMs } = await asScheduler(this.db, (c) => dueSchedules(c, this.opts.clock?.() ?? null, DUE_BATCH));
+    const { due, nextDueMs } = await asScheduler(this.db, (c) => dueSchedules(c, this.opts.clock?.() ?? null, DUE_BATCH, TERMINAL));
     let fired = 0;
     let started = 0;
     for (const { env, id } of due) {

@@ -73,19 +73,20 @@ export async function updateProgress(
 
 /**
  * Schedules with work now, across envs (as the scheduler): a tick due by `now`, or a tick held by
- * `buffer_one` (whose instance may have ended). With them, how long until the next tick of any
+ * `buffer_one` whose instance has ended (in a `terminal` state, or gone). With them, how long until the next tick of any
  * other schedule (null: none). The two partial indexes (migration 0029) keep this a short
  * lookup however many schedules exist.
  */
-export async function dueSchedules(on: Queryable, now: Date | null, limit: number): Promise<{ due: { env: string; id: string }[]; nextDueMs: number | null }> {
+export async function dueSchedules(on: Queryable, now: Date | null, limit: number, terminal: readonly string[]): Promise<{ due: { env: string; id: string }[]; nextDueMs: number | null }> {
   const res = await on.query<{ env: string | null; id: string | null; next_ms: number | null }>(
     `WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now)
      (SELECT env_id AS env, id, NULL::float8 AS next_ms FROM schedules, t WHERE NOT paused AND next_at <= t.now ORDER BY next_at LIMIT $2)
      UNION ALL
-     (SELECT env_id, id, NULL FROM schedules WHERE NOT paused AND buffered_at IS NOT NULL LIMIT $2)
+     (SELECT s.env_id, s.id, NULL FROM schedules s LEFT JOIN workflows w ON w.id = s.last_instance_id
+      WHERE NOT s.paused AND s.buffered_at IS NOT NULL AND (w.id IS NULL OR w.state = ANY($3::text[])) LIMIT $2)
      UNION ALL
      SELECT NULL, NULL, extract(epoch FROM min(next_at) - t.now) * 1000 FROM schedules, t WHERE NOT paused AND next_at > t.now GROUP BY t.now`,
-    [now, limit],
+    [now, limit, terminal],
   );
   const due = new Map<string, { env: string; id: string }>();
   for (const r of res.rows) if (r.env !== null && r.id !== null) due.set(JSON.stringify([r.env, r.id]), { env: r.env, id: r.id });

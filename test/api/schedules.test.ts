@@ -65,6 +65,10 @@ describe('schedules API', () => {
     expect((await call('POST', `${base}/billing.run:daily/resume`, {}, 'flow:start:other.*')).statusCode).toBe(404);
     expect((await call('GET', `${base}/billing.run:daily`, undefined, 'flow:read:other.*')).statusCode).toBe(404);
     expect((await call('GET', base, undefined, 'flow:read:other.*')).json().items).toEqual([]);
+    // another env's schedule is missing there, as an instance is
+    const elsewhere = await api.app.inject({ method: 'POST', url: '/v1/envs/other-env/schedules/billing.run:daily/trigger', headers: await bearer({ envs: ['*'] }), payload: {} });
+    expect(elsewhere.statusCode).toBe(404);
+    expect((await api.app.inject({ url: '/v1/envs/other-env/schedules', headers: await bearer({ envs: ['*'] }) })).json().items).toEqual([]);
     const del = await call('DELETE', `${base}/billing.run:daily`);
     expect(del.statusCode).toBe(409);
     expect(del.json().code).toBe('FLOW_SCHEDULE_DECLARED');
