@@ -80,12 +80,14 @@ export async function updateProgress(
 export async function dueSchedules(on: Queryable, now: Date | null, limit: number, terminal: readonly string[]): Promise<{ due: { env: string; id: string }[]; nextDueMs: number | null }> {
   const res = await on.query<{ env: string | null; id: string | null; next_ms: number | null }>(
     `WITH t AS (SELECT coalesce($1::timestamptz, now()) AS now)
-     (SELECT env_id AS env, id, NULL::float8 AS next_ms FROM schedules, t WHERE NOT paused AND next_at <= t.now ORDER BY next_at LIMIT $2)
+     (SELECT env_id AS env, id, NULL::float8 AS next_ms FROM schedules WHERE NOT paused AND next_at <= (SELECT now FROM t) ORDER BY next_at LIMIT $2)
      UNION ALL
      (SELECT s.env_id, s.id, NULL FROM schedules s LEFT JOIN workflows w ON w.id = s.last_instance_id
       WHERE NOT s.paused AND s.buffered_at IS NOT NULL AND (w.id IS NULL OR w.state = ANY($3::text[])) LIMIT $2)
      UNION ALL
-     SELECT NULL, NULL, extract(epoch FROM min(next_at) - t.now) * 1000 FROM schedules, t WHERE NOT paused AND next_at > t.now GROUP BY t.now`,
+     -- the next tick by the same index (an aggregate would read every row)
+     SELECT NULL, NULL, extract(epoch FROM n.next_at - (SELECT now FROM t)) * 1000
+     FROM (SELECT next_at FROM schedules WHERE NOT paused AND next_at > (SELECT now FROM t) ORDER BY next_at LIMIT 1) n`,
     [now, limit, terminal],
   );
   const due = new Map<string, { env: string; id: string }>();
