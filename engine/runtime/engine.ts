@@ -156,6 +156,7 @@ export class Engine {
       clock: opts.clock,
       onStarted: () => this.workers.wake(),
       onError: (err) => this.#observer.onError?.(null, err),
+      log: opts.logger ?? silentLogger,
     });
     this.#versions = new Versions(opts.db, this.logics, this.#grants, handlers, (c, env, logicId) => this.schedules.syncDeclared(c, env, logicId));
     this.tokens = new ResumeTokens(secret(opts.tokenSecret, 'FLOW_TOKEN_SECRET', production));

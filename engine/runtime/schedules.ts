@@ -25,6 +25,7 @@ import {
 } from '../store/schedules.ts';
 import { asScheduler, type Client, inEnv } from '../store/tx.ts';
 import type { LogicCache } from './logic-cache.ts';
+import type { FlowLogger } from './log.ts';
 import { startPinned } from './start-instance.ts';
 
 /** Ticks handled per schedule per round: a long outage of a frequent schedule takes a few rounds. */
@@ -79,7 +80,7 @@ export class Schedules {
   constructor(
     private readonly db: Db,
     private readonly logics: LogicCache,
-    private readonly opts: { clock?: (() => Date) | undefined; onStarted?: () => void; onError?: (err: unknown) => void } = {},
+    private readonly opts: { clock?: (() => Date) | undefined; onStarted?: () => void; onError?: (err: unknown) => void; log?: FlowLogger } = {},
   ) {}
 
   async #now(c: Client): Promise<Date> {
@@ -261,6 +262,7 @@ export class Schedules {
     let last = row.lastInstanceId;
     let started = 0;
     for (const plan of plans) {
+      this.opts.log?.info({ env, scheduleId: id, logicId: row.logicId, tickAt: plan.tick.toISOString(), outcome: plan.outcome }, 'schedule tick');
       if (plan.outcome !== 'started') {
         await recordTick(c, env, id, { tickAt: plan.tick, outcome: plan.outcome, via: 'timer', workflowId: null, error: null });
         continue;
