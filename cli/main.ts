@@ -3,6 +3,7 @@ import { LIFECYCLE_USAGE } from './commands/lifecycle.ts';
 import { OPERATE_USAGE } from './commands/operate.ts';
 import { HISTORY_USAGE } from './commands/history.ts';
 import { RUN_USAGE } from './commands/run-usage.ts';
+import { SCHEDULES_USAGE } from './commands/schedules.ts';
 import { ApiProblem } from './http.ts';
 
 type Command = (argv: string[]) => Promise<number>;
@@ -35,6 +36,7 @@ const COMMANDS: Record<string, { usage: string; load: () => Promise<Command> }> 
     usage: 's8flow publish --to <dir | http(s)://engine> [--token T] [--env E] [--from dist/flow]',
     load: async () => (await import('./commands/publish.ts')).publishCommand,
   },
+  schedules: { usage: SCHEDULES_USAGE, load: async () => (await import('./commands/schedules.ts')).schedulesCommand },
 };
 
 // the operator verbs against a running engine's API (see docs/operations.md)

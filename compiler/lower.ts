@@ -77,5 +77,6 @@ export function lowerDraft(
           ),
         }),
     ...(draft.sla === undefined ? {} : { sla: draft.sla }),
+    ...((draft.schedules ?? []).length === 0 ? {} : { schedules: draft.schedules.map((s) => ({ ...s })) }),
   };
 }

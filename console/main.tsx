@@ -5,6 +5,7 @@ import { BulkJobPage } from './pages/bulk-job.tsx';
 import { InstancePage } from './pages/instance.tsx';
 import { InstancesPage } from './pages/instances.tsx';
 import { OverviewPage } from './pages/overview.tsx';
+import { SchedulesPage } from './pages/schedules.tsx';
 import { VersionPage, VersionsPage } from './pages/versions.tsx';
 import { interceptLinks, navigate, useLocation } from './router.ts';
 import { type Claims, chooseEnv, decodeClaims, envChoices } from './scopes.ts';
@@ -27,6 +28,7 @@ function route(path: string): [(p: PageProps & { params: string[] }) => preact.J
   if (parts[0] === 'versions' && parts[1] && parts[2]) return [VersionPage, [parts[1], parts[2]]];
   if (parts[0] === 'versions') return [VersionsPage, []];
   if (parts[0] === 'bulk' && parts[1]) return [BulkJobPage, [parts[1]]];
+  if (parts[0] === 'schedules') return [SchedulesPage, []];
   return [OverviewPage, []];
 }
 
@@ -112,7 +114,7 @@ function App() {
           Sentin8 Flow
         </a>
         <nav>
-          {(['overview', 'instances', 'versions'] as const).map((p) => (
+          {(['overview', 'instances', 'versions', 'schedules'] as const).map((p) => (
             <a key={p} href={`/ui/${p === 'overview' ? '' : p}`} class={here === p ? 'here' : ''}>
               {p[0]!.toUpperCase() + p.slice(1)}
             </a>

@@ -42,7 +42,7 @@ export interface HandlerServes {
   globs: readonly string[] | undefined;
 }
 
-export type GrantCode = 'FLOW_GRANT_HANDLER' | 'FLOW_GRANT_CHILD' | 'FLOW_GRANT_EVENT';
+export type GrantCode = 'FLOW_GRANT_HANDLER' | 'FLOW_GRANT_CHILD' | 'FLOW_GRANT_EVENT' | 'FLOW_GRANT_SCHEDULE';
 
 /** One thing a version would do that its publisher's grant does not cover. */
 export interface GrantRefusal {
@@ -115,6 +115,15 @@ export function grantRefusals(logic: LogicVersion, grant: PublisherGrant, serves
       target: t.event,
       missing: `flow:events:${t.event}`,
       message: `a trigger starts ${logic.logicId} on ${t.event} events, but the publisher holds no flow:events for that type`,
+    });
+  }
+  // a declared schedule starts the definition itself, as an API schedule needs flow:start to
+  if ((logic.schedules ?? []).length > 0 && !mayStartChild(grant, logic.logicId)) {
+    refusals.push({
+      code: 'FLOW_GRANT_SCHEDULE',
+      target: logic.logicId,
+      missing: `flow:start:${logic.logicId}`,
+      message: `a schedule starts ${logic.logicId}, but the publisher holds no flow:start for it`,
     });
   }
   return refusals;

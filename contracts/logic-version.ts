@@ -16,6 +16,7 @@ export const DEFAULTS = {
   retry: { maxAttempts: 3, initialMs: 200, factor: 2, maxMs: 30_000 },
   method: 'POST',
   export: 'run',
+  schedule: { name: (index: number) => String(index + 1), timezone: 'UTC', overlap: 'skip', catchUp: 'PT5M' },
 } as const;
 
 /** A JSONata expression, evaluated against the step context. */
@@ -159,6 +160,28 @@ export const ModuleRef = z.strictObject({
 
 export const Trigger = z.strictObject({ event: z.string().min(1), input: Expr });
 
+export const ScheduleOverlap = z.enum(['skip', 'buffer_one', 'allow']);
+export type ScheduleOverlap = z.infer<typeof ScheduleOverlap>;
+/** A schedule's name: part of its id (`<logicId>:<name>`), so a declared schedule keeps it across versions. */
+export const SCHEDULE_NAME_PATTERN = /^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$/;
+/**
+ * A declared schedule: starts an instance at each tick of a five- or six-field cron pattern read
+ * in an IANA time zone. The pattern and zone are checked where a document is built (the SDK, with
+ * croner) and where it is published (the engine); here only their shape. Defaults in
+ * `DEFAULTS.schedule`.
+ */
+export const ScheduleDef = z.strictObject({
+  name: z.string().regex(SCHEDULE_NAME_PATTERN, 'a schedule name matches ^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$').optional(),
+  cron: z.string().min(1),
+  timezone: z.string().min(1).optional(),
+  /** What a tick does while the schedule's previous instance has not ended. */
+  overlap: ScheduleOverlap.optional(),
+  /** How late a tick may still start (after an outage); an older one is recorded as skipped. */
+  catchUp: IsoDuration.optional(),
+  /** The input of each instance it starts: a JSON value, checked against the input schema. */
+  input: z.unknown().optional(),
+});
+export type ScheduleDef = z.infer<typeof ScheduleDef>;
 export const LogicVersion = z.strictObject({
   schema: z.literal(LOGIC_VERSION_SCHEMA),
   logicId: LogicId,
@@ -176,6 +199,7 @@ export const LogicVersion = z.strictObject({
   retention: z.strictObject({ days: z.number().int().min(1).max(36_500) }).optional(),
   attributes: z.record(AttributeName, AttributeDecl).optional(),
   sla: Sla.optional(),
+  schedules: z.array(ScheduleDef).optional(),
   source: z.strictObject({ file: z.string(), compiler: z.string() }).partial().optional(),
 });
 

@@ -153,7 +153,7 @@ export class GrantRefused extends FlowError {
       `${logic.logicId}@${logic.version} does more than its publisher may: ${refusals.map((r) => `${r.message} (missing: ${r.missing})`).join('; ')}`,
       {
         status: 403,
-        details: refusals.map((r) => ({ path: r.step === undefined ? 'triggers' : `steps.${r.step}`, message: `[${r.code}] ${r.message} (missing: ${r.missing})` })),
+        details: refusals.map((r) => ({ path: r.step !== undefined ? `steps.${r.step}` : r.code === 'FLOW_GRANT_SCHEDULE' ? 'schedules' : 'triggers', message: `[${r.code}] ${r.message} (missing: ${r.missing})` })),
       },
     );
   }
@@ -191,5 +191,28 @@ export class RetentionBusy extends FlowError {
 export class ArchiveInvalid extends FlowError {
   constructor(file: string, line: number, why: string) {
     super('FLOW_ARCHIVE_INVALID', `${file} line ${line}: ${why} (an archive holds one trace per line, as retention writes them)`, { status: 422 });
+  }
+}
+
+/** A schedule's cron pattern, time zone, catch-up window or input cannot be used. */
+export class ScheduleInvalid extends FlowError {
+  constructor(why: string) {
+    super('FLOW_SCHEDULE_INVALID', `schedule refused: ${why}`, { status: 422 });
+  }
+}
+
+/** A schedule a definition declares is managed by its versions, not deleted by hand. */
+export class ScheduleDeclared extends FlowError {
+  constructor(id: string) {
+    super('FLOW_SCHEDULE_DECLARED', `schedule ${id} is declared by its definition: pause it, or remove .schedule() and publish a new version`, {
+      status: 409,
+    });
+  }
+}
+
+/** A schedule with this id exists in the env already. */
+export class ScheduleExists extends FlowError {
+  constructor(id: string) {
+    super('FLOW_SCHEDULE_EXISTS', `schedule ${id} exists already: choose another id, or delete it first`, { status: 409 });
   }
 }

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import { ATTRIBUTE_NAME_PATTERN, type StepKind } from '../contracts/logic-version.ts';
-import type { DraftExpr, DraftModule, DraftStep, WorkflowDraft } from './draft.ts';
+import type { DraftExpr, DraftModule, DraftSchedule, DraftStep, WorkflowDraft } from './draft.ts';
 import { FlowSdkError, SdkErrorCode } from './errors.ts';
 import { toJsonSchema } from './json-schema.ts';
 
@@ -19,6 +19,7 @@ export interface BuilderState {
   readonly steps: readonly { name: string; kind: StepKind; options: Record<string, unknown> }[];
   readonly modules: readonly { name: string; options: Record<string, unknown> }[];
   readonly triggers: readonly { event: string; options: Record<string, unknown> }[];
+  readonly schedules: readonly DraftSchedule[];
   readonly output?: DraftExpr;
 }
 
@@ -79,6 +80,7 @@ export function assembleDraft(state: BuilderState): WorkflowDraft {
     triggers: state.triggers.map((t) => ({ event: t.event, input: t.options['input'] as DraftExpr })),
     ...(state.meta.attributes === undefined ? {} : { attributes: attributesDraft(at, state.meta.attributes) }),
     ...(state.meta.sla === undefined ? {} : { sla: { within: state.meta.sla.within } }),
+    schedules: state.schedules,
   };
   checkReferences(at, draft);
   return draft;

@@ -14,6 +14,7 @@ import type {
   PassOptions,
   ProxyOptions,
   Schema,
+  ScheduleOptions,
   TriggerOptions,
   UnknownSchema,
 } from './options.ts';
@@ -107,6 +108,14 @@ export interface WorkflowBuilder<In, S, D, M extends string, Out> {
 
   /** Starts this workflow when `event` is published; `input` builds the workflow input from it. */
   trigger<P extends Schema = UnknownSchema>(event: string, options: TriggerOptions<P, In>): WorkflowBuilder<In, S, D, M, Out>;
+
+  /**
+   * Starts this workflow at each tick of a cron pattern (five fields, or six with seconds), read
+   * in `timezone`. A local time skipped by a daylight-saving change runs once at the next valid
+   * instant; one repeated by it runs once. The pattern and zone are checked here.
+   * @example .schedule('0 6 1 * *', { timezone: 'Europe/Berlin', input: { accountId: 'acct-1' } })
+   */
+  schedule(cron: string, options?: ScheduleOptions<In>): WorkflowBuilder<In, S, D, M, Out>;
 
   /** The workflow's output. (Default: the output of the last step that ran) */
   output<R>(mapping: Mapping<Ctx<In, S, undefined>, R>): WorkflowBuilder<In, S, D, M, R>;

@@ -41,4 +41,16 @@ export interface WorkflowDraft {
   /** Search attributes, each with its declared type and start mapping where given. */
   readonly attributes?: Readonly<Record<string, { readonly type?: 'string' | 'number' | 'time'; readonly value?: DraftExpr }>>;
   readonly sla?: { readonly within: string };
+  /** Declared schedules, as the LogicVersion carries them (checked when declared). */
+  readonly schedules: readonly DraftSchedule[];
+}
+
+/** A schedule as `.schedule()` declared it: its options are plain data already. */
+export interface DraftSchedule {
+  readonly name?: string;
+  readonly cron: string;
+  readonly timezone?: string;
+  readonly overlap?: 'skip' | 'buffer_one' | 'allow';
+  readonly catchUp?: string;
+  readonly input?: unknown;
 }

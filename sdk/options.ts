@@ -231,3 +231,25 @@ export interface TriggerOptions<Payload extends Schema, In> {
   input: Mapping<TriggerContext<Json<Payload>>, In>;
 }
 
+
+export interface ScheduleOptions<In> {
+  /**
+   * Names the schedule: its id is `<logicId>:<name>`, kept across versions so a pause survives a
+   * new version. (Default: its position among the workflow's schedules, from 1)
+   */
+  name?: string;
+  /** IANA time zone the pattern is read in. @example "Europe/Berlin" (Default: "UTC") */
+  timezone?: string;
+  /**
+   * A tick while the schedule's previous instance is still running: `skip` it, hold the latest
+   * one until that instance ends (`buffer_one`), or start anyway (`allow`). (Default: "skip")
+   */
+  overlap?: 'skip' | 'buffer_one' | 'allow';
+  /**
+   * How late a tick may still start, as an ISO 8601 duration: after an outage, missed ticks
+   * within it run and older ones are recorded as skipped. (Default: "PT5M")
+   */
+  catchUp?: string;
+  /** The input of every instance it starts (JSON, checked against the input schema). (Default: `{}`) */
+  input?: In;
+}

@@ -5,6 +5,7 @@ import { assembleDraft, type BuilderState } from './assemble.ts';
 import { FlowSdkError, SdkErrorCode } from './errors.ts';
 import type { StepContext } from './context.ts';
 import type { AttributeOption, Json, Schema, SlaOptions } from './options.ts';
+import { checkedSchedule } from './schedule.ts';
 
 /** The step map of a workflow without steps: no key may be read. */
 // biome-ignore lint/complexity/noBannedTypes: `{}` is the identity of the intersections that accumulate step outputs
@@ -57,6 +58,7 @@ export function workflow<InSchema extends Schema>(
     steps: [],
     modules: [],
     triggers: [],
+    schedules: [],
   };
   return makeBuilder(state) as never;
 }
@@ -91,6 +93,8 @@ function makeBuilder(state: BuilderState): Loose {
       makeBuilder({ ...state, modules: [...state.modules, Object.freeze({ name, options: { ...options } })] }),
     trigger: (event: string, options: object) =>
       makeBuilder({ ...state, triggers: [...state.triggers, Object.freeze({ event, options: { ...options } })] }),
+    schedule: (cron: string, options: Record<string, unknown> = {}) =>
+      makeBuilder({ ...state, schedules: [...state.schedules, checkedSchedule(state, cron, options)] }),
     output: (mapping: (ctx: never) => unknown) => makeBuilder({ ...state, output: mapping }),
     definition: () => assembleDraft(state),
   };

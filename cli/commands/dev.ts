@@ -103,7 +103,13 @@ export async function startDev(o: { root: string; stateDir: string; host: string
       const source = result.versions.find((v) => v.doc === doc)?.source ?? '?';
       try {
         const r = await engine.publishVersion(engine.env, doc, await artifactModules(artifacts, doc));
-        if (r.status === 'new') log(`published ${doc.logicId}@${doc.version}  ${doc.hash.slice(0, 19)}…  (${source})`);
+        if (r.status === 'new') {
+          log(`published ${doc.logicId}@${doc.version}  ${doc.hash.slice(0, 19)}…  (${source})`);
+          // its declared schedules are live now: say when each fires next
+          for (const s of (await engine.schedules.list(engine.env)).filter((x) => x.logicId === doc.logicId)) {
+            log(`  schedule ${s.id}  ${s.cron} ${s.timezone}  next ${s.nextAt?.toISOString() ?? '-'}${s.paused ? '  (paused)' : ''}`);
+          }
+        }
       } catch (err) {
         if (!(err instanceof FlowError)) throw err;
         // the engine's gate: this version number already names another definition

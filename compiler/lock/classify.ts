@@ -87,6 +87,10 @@ export function classifyChange(before: LockShape, after: LockShape): Classificat
   if (ta.description !== tb.description) safe('description changed');
   for (const t of tb.triggers) if (!ta.triggers.includes(t)) safe(`trigger added or changed: ${t.split(' ')[0]}`);
   for (const t of ta.triggers) if (!tb.triggers.includes(t)) breaking(`trigger removed or changed: ${t.split(' ')[0]}`);
+  // a schedule starts new instances only: running ones never see it
+  const [sa, sb] = [ta.schedules ?? [], tb.schedules ?? []];
+  for (const s of sb) if (!sa.includes(s)) safe(`schedule added or changed: ${s.split(' ')[0] || '(unnamed)'}`);
+  for (const s of sa) if (!sb.includes(s)) safe(`schedule removed or changed: ${s.split(' ')[0] || '(unnamed)'}`);
 
   if (reasons.length === 0) breaking('the definition changed in a way the gate cannot classify');
   return { kind: reasons.some((r) => r.breaking) ? 'breaking' : 'safe', reasons };

@@ -20,7 +20,7 @@ export interface LockShape {
   start: string;
   input: Record<string, unknown>;
   steps: Record<string, { kind: string; config: string; routes: StepRoutes }>;
-  top: { domain: string; output?: string; modules?: string; triggers: string[]; description?: string };
+  top: { domain: string; output?: string; modules?: string; triggers: string[]; schedules?: string[]; description?: string };
 }
 
 const ROUTE_FIELDS = ['next', 'onError', 'onTimeout', 'otherwise', 'branches'] as const;
@@ -54,6 +54,7 @@ function computeShape(doc: LogicVersion): LockShape {
       ...(doc.output === undefined ? {} : { output: digest(doc.output) }),
       ...(doc.modules === undefined ? {} : { modules: digest(doc.modules) }),
       triggers: (doc.triggers ?? []).map((t) => `${t.event} ${digest(t.input)}`),
+      ...(doc.schedules === undefined ? {} : { schedules: doc.schedules.map((s) => `${s.name ?? ''} ${digest(s)}`) }),
       ...(doc.description === undefined ? {} : { description: digest(doc.description) }),
     },
   };

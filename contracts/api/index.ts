@@ -11,6 +11,7 @@ export * from './health.ts';
 export * from './logic-versions.ts';
 export * from './overview.ts';
 export * from './problem.ts';
+export * from './schedules.ts';
 export * from './storable.ts';
 export * from './verbs.ts';
 export * from './workflows.ts';

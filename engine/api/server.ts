@@ -15,6 +15,7 @@ import { eventRoutes } from './routes/events.ts';
 import { healthRoutes } from './routes/health.ts';
 import { handlerRoutes } from './routes/handlers.ts';
 import { logicVersionRoutes } from './routes/logic-versions.ts';
+import { scheduleRoutes } from './routes/schedules.ts';
 import { verbRoutes } from './routes/verbs.ts';
 import { historyRoutes } from './routes/history.ts';
 import { workflowRoutes } from './routes/workflows.ts';
@@ -104,6 +105,7 @@ export async function buildApi(opts: ApiOptions): Promise<Api> {
   await app.register(decisionRoutes, { engine });
   await app.register(callbackRoutes, { engine });
   await app.register(eventRoutes, { engine });
+  await app.register(scheduleRoutes, { engine });
   if (opts.console !== false) await app.register(consolePlugin, { engine, ...opts.console });
   await app.ready();
   return {

@@ -42,6 +42,7 @@ import type { TransitionObserver } from './observer.ts';
 import { type WorkerOptions, WorkerPool } from './worker-pool.ts';
 import { HistoryVerbs } from './history-verbs.ts';
 import { Retention, type RetentionOptions } from './retention.ts';
+import { Schedules } from './schedules.ts';
 
 /**
  * How long a completion that overtook the commit of its step's 202 answer waits for that commit
@@ -117,6 +118,11 @@ export interface EngineOptions {
   secretsKey?: Buffer;
   /** The clock cached access tokens expire on; tests move it. (Default: Date.now) */
   identityClock?: () => number;
+  /**
+   * The schedules' clock: when a tick is due, and the time a trigger or backfill is judged at.
+   * Tests pass a manual one. (Default: the database's `now()`)
+   */
+  clock?: () => Date;
 }
 
 export interface SettleOptions {
@@ -152,6 +158,8 @@ export class Engine {
   readonly retention: Retention;
   /** Delivers outbox rows (events, callbacks); runs with the workers, or by hand with relayOnce(). */
   readonly outbox: OutboxRelay;
+  /** Cron schedules: declared by versions or made through the API; fired by the workers' timer loop. */
+  readonly schedules: Schedules;
   readonly #callbackHosts: ReadonlySet<string>;
   readonly #maxInputBytes: number;
 
@@ -179,7 +187,13 @@ export class Engine {
     this.logics = new LogicCache(opts.db);
     const handlers = opts.executors?.handlers ?? new Map();
     this.#grants = new GrantGate(opts.db, handlers);
-    this.#versions = new Versions(opts.db, this.logics, this.#grants, handlers);
+    this.schedules = new Schedules(opts.db, this.logics, {
+      clock: opts.clock,
+      onStarted: () => this.workers.wake(),
+      onError: (err) => this.#observer.onError?.(null, err),
+      log: opts.logger ?? silentLogger,
+    });
+    this.#versions = new Versions(opts.db, this.logics, this.#grants, handlers, (c, env, logicId) => this.schedules.syncDeclared(c, env, logicId));
     this.tokens = new ResumeTokens(secret(opts.tokenSecret, 'FLOW_TOKEN_SECRET', production));
     this.#callbackHosts = new Set(opts.callbackAllowlist ?? []);
     this.#maxInputBytes = opts.maxInputBytes ?? DEFAULT_MAX_INPUT_BYTES;
@@ -221,6 +235,7 @@ export class Engine {
       onError: (err) => observer.onError?.(null, err),
     });
     this.workers.attach(this.outbox);
+    this.workers.attachTicker({ fire: () => this.schedules.fireDue() });
   }
 
   /**

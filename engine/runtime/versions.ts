@@ -15,7 +15,7 @@ import { findLogicVersion, publishLogicVersion } from '../store/logic-versions.t
 import { putModules } from '../store/put-modules.ts';
 import { setVersionActive } from '../store/set-version-active.ts';
 import { storedModules } from '../store/stored-modules.ts';
-import { inEnv } from '../store/tx.ts';
+import { type Client, inEnv } from '../store/tx.ts';
 import type { GrantGate } from './grant-gate.ts';
 import type { LogicCache } from './logic-cache.ts';
 
@@ -54,6 +54,8 @@ export class Versions {
     private readonly logics: LogicCache,
     private readonly grants: GrantGate,
     private readonly handlers: HandlerProfiles,
+    /** Told, inside the transaction, when a definition's active versions may have changed (its declared schedules follow). */
+    private readonly activeChanged: (c: Client, env: string, logicId: string) => Promise<void> = async () => {},
   ) {}
 
   /**
@@ -91,6 +93,7 @@ export class Versions {
         const { logicId, version, hash } = logic;
         const actor = publisher.subject ?? IN_PROCESS.actor;
         await insertVersionAudit(c, { env, logicId, version, verb: 'publish', actor, reason: null, args: { hash }, before: null, after: { active: true, hash } });
+        await this.activeChanged(c, env, logicId);
       }
       return published;
     });
@@ -132,6 +135,7 @@ export class Versions {
       if (before.active !== active) {
         const verb = active ? 'reactivate' : 'retire';
         await insertVersionAudit(c, { env, logicId, version, verb, actor: by.actor, reason: by.reason ?? null, args: {}, before: { active: before.active }, after: { active } });
+        await this.activeChanged(c, env, logicId);
       }
       return findVersionRow(c, logicId, version);
     });

@@ -116,6 +116,8 @@ export class WorkerPool {
   readonly #executors: Slots;
   #unlisten: (() => Promise<void>)[] = [];
   #companions: { start(): Promise<void>; stop(): Promise<void> }[] = [];
+  /** Other due-time work the timer loop fires (schedules), with when it is next worth a look. */
+  #tickers: { fire(): Promise<{ fired: number; nextDueMs: number | null }>; lookAt: number }[] = [];
 
   constructor(
     private readonly db: Db,
@@ -163,6 +165,34 @@ export class WorkerPool {
   }
 
   /**
+   * Due-time work besides instance timers (the schedules): the timer loop fires it when it falls
+   * due by its own reckoning, and at least every poll interval (another process may have added
+   * some); `drain()` fires it every round.
+   */
+  attachTicker(ticker: { fire(): Promise<{ fired: number; nextDueMs: number | null }> }): void {
+    this.#tickers.push({ fire: () => ticker.fire(), lookAt: 0 });
+  }
+
+  /** Fires the tickers due a look (all of them when `all`); the soonest next due time among them. */
+  async #fireTickers(all: boolean): Promise<{ fired: number; nextDueMs: number | null }> {
+    let fired = 0;
+    let nextDueMs: number | null = null;
+    for (const t of this.#tickers) {
+      const now = Date.now();
+      if (!all && now < t.lookAt) {
+        nextDueMs = Math.min(nextDueMs ?? Infinity, t.lookAt - now);
+        continue;
+      }
+      const r = await t.fire();
+      fired += r.fired;
+      const wait = Math.min(this.pollMs, Math.max(0, r.nextDueMs ?? this.pollMs));
+      t.lookAt = r.fired > 0 ? now : now + wait;
+      nextDueMs = Math.min(nextDueMs ?? Infinity, r.fired > 0 ? 0 : wait);
+    }
+    return { fired, nextDueMs };
+  }
+
+  /**
    * Stops claiming, lets in-flight instances finish their current attempt, and hands them back.
    * A module run in flight is abandoned instead (its worker terminated): it has no effects, its
    * instance's lease is let lapse at once, and whoever claims it next runs the module again. So a
@@ -191,7 +221,7 @@ export class WorkerPool {
     for (;;) {
       // sampled before looking: an instance that finishes while we look may leave new work
       const idle = this.#inflight === 0;
-      const done = (await this.#fireTimers()).fired + (await this.#claim());
+      const done = (await this.#fireTimers()).fired + (await this.#fireTickers(true)).fired + (await this.#claim());
       if (done === 0 && idle) return;
       if (done === 0) await claims.sleep(5);
     }
@@ -222,6 +252,12 @@ export class WorkerPool {
       let next: Pick<FiredTimers, 'fired' | 'nextDueMs'> = { fired: 0, nextDueMs: null };
       try {
         next = await this.#fireTimers();
+      } catch (err) {
+        this.observer.onError?.(null, err);
+      }
+      try {
+        const ticked = await this.#fireTickers(false);
+        if (ticked.nextDueMs !== null) next = { fired: next.fired + ticked.fired, nextDueMs: Math.min(next.nextDueMs ?? Infinity, ticked.nextDueMs) };
       } catch (err) {
         this.observer.onError?.(null, err);
       }

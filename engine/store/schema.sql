@@ -521,7 +521,8 @@ CREATE TABLE flow.audit (
     at timestamp with time zone DEFAULT now() NOT NULL,
     logic_id text,
     version integer,
-    CONSTRAINT audit_names_its_subject CHECK (((workflow_id IS NOT NULL) OR ((logic_id IS NOT NULL) AND (version IS NOT NULL))))
+    schedule_id text,
+    CONSTRAINT audit_names_its_subject CHECK (((workflow_id IS NOT NULL) OR ((logic_id IS NOT NULL) AND (version IS NOT NULL)) OR (schedule_id IS NOT NULL)))
 );
 
 ALTER TABLE ONLY flow.audit FORCE ROW LEVEL SECURITY;
@@ -748,6 +749,51 @@ CREATE SEQUENCE flow.outbox_id_seq
 --
 
 ALTER SEQUENCE flow.outbox_id_seq OWNED BY flow.outbox.id;
+
+--
+-- Name: schedule_ticks; Type: TABLE; Schema: flow; Owner: -
+--
+
+CREATE TABLE flow.schedule_ticks (
+    env_id text NOT NULL,
+    schedule_id text NOT NULL,
+    tick_at timestamp with time zone NOT NULL,
+    outcome text NOT NULL,
+    via text NOT NULL,
+    workflow_id uuid,
+    error jsonb,
+    recorded_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT schedule_ticks_outcome_check CHECK ((outcome = ANY (ARRAY['started'::text, 'skipped_catch_up'::text, 'skipped_overlap'::text, 'buffered'::text, 'failed'::text]))),
+    CONSTRAINT schedule_ticks_via_check CHECK ((via = ANY (ARRAY['timer'::text, 'trigger'::text, 'backfill'::text])))
+);
+
+ALTER TABLE ONLY flow.schedule_ticks FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: schedules; Type: TABLE; Schema: flow; Owner: -
+--
+
+CREATE TABLE flow.schedules (
+    env_id text NOT NULL,
+    id text NOT NULL,
+    logic_id text NOT NULL,
+    origin text NOT NULL,
+    cron text NOT NULL,
+    timezone text NOT NULL,
+    overlap text NOT NULL,
+    catch_up text NOT NULL,
+    input jsonb,
+    paused boolean DEFAULT false NOT NULL,
+    next_at timestamp with time zone,
+    buffered_at timestamp with time zone,
+    last_instance_id uuid,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT schedules_origin_check CHECK ((origin = ANY (ARRAY['declared'::text, 'api'::text]))),
+    CONSTRAINT schedules_overlap_check CHECK ((overlap = ANY (ARRAY['skip'::text, 'buffer_one'::text, 'allow'::text])))
+);
+
+ALTER TABLE ONLY flow.schedules FORCE ROW LEVEL SECURITY;
 
 --
 -- Name: schema_migrations; Type: TABLE; Schema: flow; Owner: -
@@ -996,6 +1042,20 @@ ALTER TABLE ONLY flow.outbox
     ADD CONSTRAINT outbox_pkey PRIMARY KEY (id);
 
 --
+-- Name: schedule_ticks schedule_ticks_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.schedule_ticks
+    ADD CONSTRAINT schedule_ticks_pkey PRIMARY KEY (env_id, schedule_id, tick_at);
+
+--
+-- Name: schedules schedules_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.schedules
+    ADD CONSTRAINT schedules_pkey PRIMARY KEY (env_id, id);
+
+--
 -- Name: schema_migrations schema_migrations_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
 --
 
@@ -1059,6 +1119,12 @@ ALTER TABLE ONLY flow.workflows
     ADD CONSTRAINT workflows_pkey PRIMARY KEY (id);
 
 --
+-- Name: audit_schedule; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX audit_schedule ON flow.audit USING btree (schedule_id, id) WHERE (schedule_id IS NOT NULL);
+
+--
 -- Name: audit_version; Type: INDEX; Schema: flow; Owner: -
 --
 
@@ -1087,6 +1153,18 @@ CREATE INDEX outbox_due ON flow.outbox USING btree (next_attempt_at) WHERE ((del
 --
 
 CREATE INDEX outbox_workflow ON flow.outbox USING btree (workflow_id);
+
+--
+-- Name: schedules_buffered; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX schedules_buffered ON flow.schedules USING btree (env_id) WHERE ((NOT paused) AND (buffered_at IS NOT NULL));
+
+--
+-- Name: schedules_due; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX schedules_due ON flow.schedules USING btree (next_at) WHERE ((NOT paused) AND (next_at IS NOT NULL));
 
 --
 -- Name: sla_breaches_recent; Type: INDEX; Schema: flow; Owner: -
@@ -1318,6 +1396,18 @@ CREATE POLICY env_isolation ON flow.modules TO flow_app USING ((env_id = current
 CREATE POLICY env_isolation ON flow.outbox TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
 
 --
+-- Name: schedule_ticks env_isolation; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY env_isolation ON flow.schedule_ticks TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
+
+--
+-- Name: schedules env_isolation; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY env_isolation ON flow.schedules TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
+
+--
 -- Name: sla_breaches env_isolation; Type: POLICY; Schema: flow; Owner: -
 --
 
@@ -1414,6 +1504,12 @@ ALTER TABLE flow.outbox ENABLE ROW LEVEL SECURITY;
 CREATE POLICY readers ON flow.change_watchers FOR SELECT USING (true);
 
 --
+-- Name: schedule_ticks; Type: ROW SECURITY; Schema: flow; Owner: -
+--
+
+ALTER TABLE flow.schedule_ticks ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: audit scheduler; Type: POLICY; Schema: flow; Owner: -
 --
 
@@ -1480,6 +1576,18 @@ CREATE POLICY scheduler ON flow.modules TO flow_engine USING (true) WITH CHECK (
 CREATE POLICY scheduler ON flow.outbox TO flow_engine USING (true) WITH CHECK (true);
 
 --
+-- Name: schedule_ticks scheduler; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY scheduler ON flow.schedule_ticks TO flow_engine USING (true) WITH CHECK (true);
+
+--
+-- Name: schedules scheduler; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY scheduler ON flow.schedules TO flow_engine USING (true) WITH CHECK (true);
+
+--
 -- Name: sla_breaches scheduler; Type: POLICY; Schema: flow; Owner: -
 --
 
@@ -1520,6 +1628,12 @@ CREATE POLICY scheduler ON flow.workflow_outputs TO flow_engine USING (true) WIT
 --
 
 CREATE POLICY scheduler ON flow.workflows TO flow_engine USING (true) WITH CHECK (true);
+
+--
+-- Name: schedules; Type: ROW SECURITY; Schema: flow; Owner: -
+--
+
+ALTER TABLE flow.schedules ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: sla_breaches; Type: ROW SECURITY; Schema: flow; Owner: -
@@ -1758,6 +1872,20 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.outbox TO flow_engine;
 
 GRANT USAGE ON SEQUENCE flow.outbox_id_seq TO flow_app;
 GRANT USAGE ON SEQUENCE flow.outbox_id_seq TO flow_engine;
+
+--
+-- Name: TABLE schedule_ticks; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.schedule_ticks TO flow_app;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.schedule_ticks TO flow_engine;
+
+--
+-- Name: TABLE schedules; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.schedules TO flow_app;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.schedules TO flow_engine;
 
 --
 -- Name: TABLE sla_breaches; Type: ACL; Schema: flow; Owner: -

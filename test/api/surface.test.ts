@@ -59,6 +59,12 @@ describeEachDriver('the API surface', (getDb) => {
         // legal hold, erasure and retention (engine/api/routes/history.ts)
         ...['hold', 'release-hold', 'erase'].map((v) => `POST /v1/envs/{env}/workflows/{id}/${v}`),
         'POST /v1/retention/run',
+        // schedules (engine/api/routes/schedules.ts)
+        'GET /v1/envs/{env}/schedules',
+        'POST /v1/envs/{env}/schedules',
+        'GET /v1/envs/{env}/schedules/{id}',
+        'DELETE /v1/envs/{env}/schedules/{id}',
+        ...['pause', 'resume', 'trigger', 'backfill'].map((v) => `POST /v1/envs/{env}/schedules/{id}/${v}`),
       ].sort(),
     );
     // the request schema refuses unknown fields, and the document says so

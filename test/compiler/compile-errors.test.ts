@@ -24,6 +24,10 @@ const project = scratchProject({
     "export const sdkError = workflow({ logicId: 't.sdk', version: 1, domain: 't', input: z.object({}) })\n" +
       "  .proxy('a', { path: '/a' })\n  .fail('f', { code: 'X' });",
   ),
+  'flows/bad-schedule.ts': flowSource(
+    "export const badSchedule = workflow({ logicId: 't.sched', version: 1, domain: 't', input: z.object({}) })\n" +
+      "  .schedule('0 6 1 * *', { timezone: 'Europe/Berln' })\n  .pass('p');",
+  ),
   'flows/dup-a.ts': flowSource("export const a = workflow({ logicId: 't.dup', version: 1, domain: 't', input: z.object({}) }).pass('p');"),
   'flows/dup-b.ts': flowSource("export const b = workflow({ logicId: 't.dup', version: 1, domain: 't', input: z.object({}) }).pass('q');"),
 });
@@ -50,6 +54,15 @@ describe('compile errors name the file, line and column', async () => {
   test('a definition the SDK refuses is reported with the SDK code', () => {
     expect(byFile('flows/sdk-error.ts')).toEqual([
       expect.objectContaining({ code: CompileErrorCode.definition, message: expect.stringContaining('SDK_FALLTHROUGH_INTO_FAIL') }),
+    ]);
+  });
+
+  test('a schedule croner cannot read is a compile error naming the workflow and the zone', () => {
+    expect(byFile('flows/bad-schedule.ts')).toEqual([
+      expect.objectContaining({
+        code: CompileErrorCode.definition,
+        message: expect.stringMatching(/t\.sched@1 schedule "0 6 1 \* \*": timezone "Europe\/Berln" is not an IANA time zone.*\[SDK_INVALID_OPTION\]/),
+      }),
     ]);
   });
 

@@ -56,6 +56,17 @@ describe('grantRefusals', () => {
   });
 });
 
+describe('a declared schedule', () => {
+  const scheduled = makeLogic({ logicId: 'team-a.nightly', start: 's', steps: { s: { kind: 'pass' } }, schedules: [{ cron: '0 3 * * *' }] });
+  it('needs the publisher to hold flow:start for the definition it starts', () => {
+    const publishOnly: PublisherGrant = { subject: 'ci', scopes: ['flow:publish:team-a.*'] };
+    expect(grantRefusals(scheduled, publishOnly, () => ({ variable: 'X', globs: [] })).map((r) => [r.code, r.target, r.missing])).toEqual([
+      ['FLOW_GRANT_SCHEDULE', 'team-a.nightly', 'flow:start:team-a.nightly'],
+    ]);
+    expect(grantRefusals(scheduled, narrowed, () => ({ variable: 'X', globs: [] }))).toEqual([]);
+  });
+});
+
 describe('FLOW_HANDLER_<NAME>_SERVES', () => {
   it('is read with its per-env override, comma- or space-separated', () => {
     const profiles = loadHandlerProfiles({

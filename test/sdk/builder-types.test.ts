@@ -82,6 +82,14 @@ describe('builder type inference', () => {
     expect(() => one.proxy('a', { path: '/b' })).toThrow(/declared twice/);
   });
 
+  test("a schedule's input is typed by the workflow input, its overlap by the rules", () => {
+    base.schedule('0 6 1 * *', { input: { amount: 1, tags: [] }, overlap: 'buffer_one' });
+    // @ts-expect-error amount is a number
+    expect(() => base.schedule('0 6 1 * *', { input: { amount: 'one', tags: [] } })).toThrow(/input schema/);
+    // @ts-expect-error not an overlap rule
+    expect(() => base.schedule('0 6 1 * *', { input: { amount: 1, tags: [] }, overlap: 'queue' })).toThrow(/overlap/);
+  });
+
   test('the step after a decision sees the decision with its options and payload schema', () => {
     base
       .decision('approval', { options: ['approve', 'reject'], schema: z.object({ note: z.string() }) })

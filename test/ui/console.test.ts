@@ -195,6 +195,24 @@ describe.skipIf(!HAVE_CHROMIUM)('the console in chromium', () => {
     expect((await env.engine.settled(id)).state).toBe('completed');
   });
 
+  it('lists the schedules with their next tick; pauses, resumes and triggers one', async () => {
+    const page = env.page;
+    await page.goto(`${env.url}/ui/schedules`);
+    const row = page.locator('tr[data-schedule="statements.monthly:house-account"]');
+    await row.getByText('Europe/Berlin').waitFor();
+    await row.getByRole('button', { name: 'Pause' }).click();
+    await row.getByRole('button', { name: 'Resume' }).waitFor();
+    expect((await env.engine.schedules.get(env.engine.env, 'statements.monthly:house-account')).paused).toBe(true);
+    await row.getByRole('button', { name: 'Resume' }).click();
+    await row.getByRole('button', { name: 'Pause' }).waitFor();
+    await row.getByRole('button', { name: 'Trigger now' }).click();
+    const link = page.getByTestId('triggered').locator('a');
+    await link.waitFor();
+    const started = await env.engine.get((await link.textContent())!);
+    expect(started.logicId).toBe('statements.monthly');
+    await env.shot('console-schedules');
+  });
+
   it('disables the buttons a read-only token may not use, naming the missing scope', async () => {
     chargeUp = false;
     const { id } = await env.engine.start({ logicId: 'ui.flaky', input: { n: 'read-only' } });
