@@ -182,6 +182,15 @@ describeEachDriver('retention, legal hold, erasure and archive', (getDb) => {
     await expect(replay(await engine.logics.get(ENV, before.logicHash), trace)).rejects.toMatchObject({ code: 'FLOW_INSTANCE_ERASED' });
   });
 
+  it('erasure removes the search attributes, which were read off the erased data', async () => {
+    const id = await run(charge({ attributes: { amount: { value: 'input.amount' } } }), 4321);
+    expect((await engine.get(id, ENV)).attributes).toEqual({ amount: 4321 });
+    const after = await engine.history.erase(id, ops(['flow:erase']));
+    expect(after.attributes ?? {}).toEqual({});
+    const rows = await asScheduler(getDb(), (c) => c.query('SELECT * FROM workflow_attributes WHERE workflow_id = $1', [id]));
+    expect(rows.rows).toEqual([]);
+  });
+
   it('an instance on legal hold cannot be erased', async () => {
     const id = await run(charge());
     await engine.history.hold(id, ops(['flow:admin']));
