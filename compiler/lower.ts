@@ -64,5 +64,8 @@ export function lowerDraft(
     ...(draft.triggers.length === 0
       ? {}
       : { triggers: draft.triggers.map((t, i) => ({ event: t.event, input: expr(t.input, `triggers.${i}.input`, TRIGGER_ROOTS) })) }),
+    ...(draft.concurrency === undefined
+      ? {}
+      : { concurrency: { key: expr(draft.concurrency.key, 'concurrency.key', STEP_ROOTS), limit: draft.concurrency.limit } }),
   };
 }

@@ -16,6 +16,7 @@ export const FORBIDDEN_FUNCTIONS = ['now', 'millis', 'random'] as const;
 export function* expressionsOf(doc: LogicVersion): Generator<{ path: string; expr: string }> {
   if (doc.output !== undefined) yield { path: 'output', expr: doc.output };
   for (const [i, trigger] of (doc.triggers ?? []).entries()) yield { path: `triggers.${i}.input`, expr: trigger.input };
+  if (doc.concurrency !== undefined) yield { path: 'concurrency.key', expr: doc.concurrency.key };
   for (const [name, step] of Object.entries(doc.steps)) yield* stepExpressions(`steps.${name}`, step);
 }
 
@@ -24,6 +25,7 @@ function* stepExpressions(at: string, step: StepDef): Generator<{ path: string; 
   if (step.compensate?.input !== undefined) yield { path: `${at}.compensate.input`, expr: step.compensate.input };
   if (step.compensate?.kind === 'http' && !isLiteralUrl(step.compensate.url))
     yield { path: `${at}.compensate.url`, expr: step.compensate.url };
+  if ('concurrency' in step && step.concurrency !== undefined) yield { path: `${at}.concurrency.key`, expr: step.concurrency.key };
   switch (step.kind) {
     case 'http':
       if (!isLiteralUrl(step.url)) yield { path: `${at}.url`, expr: step.url };

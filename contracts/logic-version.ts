@@ -50,6 +50,12 @@ const HttpConfig = {
   url: z.string().min(1),
   headers: z.record(z.string(), z.string()).optional(),
 };
+/**
+ * A per-key concurrency limit (optional, on effect steps and on the workflow): at most `limit` of
+ * the step's calls in flight, or of the workflow's instances not ended, per value of `key`.
+ */
+export const Concurrency = z.strictObject({ key: Expr, limit: z.int().min(1).max(1_000_000) });
+
 const FuncConfig = { module: z.string().min(1), export: z.string().min(1).optional() };
 
 /**
@@ -74,8 +80,8 @@ const common = {
   output: JsonSchema.optional(),
 };
 
-export const ProxyStep = z.strictObject({ kind: z.literal('proxy'), ...common, ...ProxyConfig });
-export const HttpStep = z.strictObject({ kind: z.literal('http'), ...common, ...HttpConfig });
+export const ProxyStep = z.strictObject({ kind: z.literal('proxy'), ...common, ...ProxyConfig, concurrency: Concurrency.optional() });
+export const HttpStep = z.strictObject({ kind: z.literal('http'), ...common, ...HttpConfig, concurrency: Concurrency.optional() });
 export const DecisionStep = z.strictObject({
   kind: z.literal('decision'),
   ...common,
@@ -90,7 +96,7 @@ export const DelayStep = z
   .refine((s) => (s.duration === undefined) !== (s.until === undefined), {
     message: 'a delay has exactly one of duration or until',
   });
-export const FuncStep = z.strictObject({ kind: z.literal('func'), ...common, ...FuncConfig });
+export const FuncStep = z.strictObject({ kind: z.literal('func'), ...common, ...FuncConfig, concurrency: Concurrency.optional() });
 export const ChildrenStep = z.strictObject({
   kind: z.literal('children'),
   ...common,
@@ -155,6 +161,7 @@ export const LogicVersion = z.strictObject({
   output: Expr.optional(),
   modules: z.record(z.string().min(1), ModuleRef).optional(),
   triggers: z.array(Trigger).optional(),
+  concurrency: Concurrency.optional(),
   source: z.strictObject({ file: z.string(), compiler: z.string() }).partial().optional(),
 });
 
@@ -166,6 +173,7 @@ export type Action = z.infer<typeof Action>;
 export type RetryPolicy = z.infer<typeof RetryPolicy>;
 export type Target = z.infer<typeof Target>;
 export type Trigger = z.infer<typeof Trigger>;
+export type Concurrency = z.infer<typeof Concurrency>;
 
 export const STEP_KINDS = [
   'proxy',

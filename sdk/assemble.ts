@@ -6,7 +6,14 @@ import { toJsonSchema } from './json-schema.ts';
 
 /** The builder's frozen state; every builder method copies it. */
 export interface BuilderState {
-  readonly meta: { logicId: string; version: number; domain: string; description?: string; input: z.core.$ZodType };
+  readonly meta: {
+    logicId: string;
+    version: number;
+    domain: string;
+    description?: string;
+    input: z.core.$ZodType;
+    concurrency?: { key: unknown; limit: number };
+  };
   readonly steps: readonly { name: string; kind: StepKind; options: Record<string, unknown> }[];
   readonly modules: readonly { name: string; options: Record<string, unknown> }[];
   readonly triggers: readonly { event: string; options: Record<string, unknown> }[];
@@ -15,11 +22,11 @@ export interface BuilderState {
 
 /** The LogicVersion fields each kind carries besides the common ones, in contract order. */
 const KIND_FIELDS: Record<StepKind, readonly string[]> = {
-  proxy: ['handler', 'method', 'path'],
-  http: ['method', 'url', 'headers'],
+  proxy: ['handler', 'method', 'path', 'concurrency'],
+  http: ['method', 'url', 'headers', 'concurrency'],
   decision: ['options', 'schema', 'approverScope', 'deadline', 'onTimeout'],
   delay: ['duration', 'until'],
-  func: ['module', 'export'],
+  func: ['module', 'export', 'concurrency'],
   children: ['logicId', 'version', 'items', 'itemInput', 'failurePolicy'],
   emit: ['event', 'payload'],
   pass: [],
@@ -67,6 +74,7 @@ export function assembleDraft(state: BuilderState): WorkflowDraft {
     ...(state.output === undefined ? {} : { output: state.output }),
     modules,
     triggers: state.triggers.map((t) => ({ event: t.event, input: t.options['input'] as DraftExpr })),
+    ...(state.meta.concurrency === undefined ? {} : { concurrency: concurrencyOf(state.meta.concurrency, at) }),
   };
   checkReferences(at, draft);
   return draft;
@@ -79,8 +87,18 @@ function convert(field: string, value: unknown, where: string, kind: StepKind): 
   }
   if (field === 'branches') return (value as { when: unknown; next: string }[]).map((b) => ({ when: b.when, next: b.next }));
   if (field === 'options') return [...(value as string[])];
+  if (field === 'concurrency') return concurrencyOf(value, where);
   if (field === 'compensate' || field === 'retry' || field === 'headers') return { ...(value as object) };
   return value;
+}
+
+/** A concurrency option checked: a key mapping and a whole limit ≥ 1. */
+function concurrencyOf(value: unknown, where: string): { key: DraftExpr; limit: number } {
+  const c = value as { key?: unknown; limit?: unknown };
+  if (typeof c.key !== 'function' || typeof c.limit !== 'number' || !Number.isInteger(c.limit) || c.limit < 1) {
+    throw new FlowSdkError(SdkErrorCode.invalidOption, `${where}: concurrency needs a key mapping and a whole limit >= 1`);
+  }
+  return { key: c.key as DraftExpr, limit: c.limit };
 }
 
 function isZod(value: unknown): value is z.core.$ZodType {

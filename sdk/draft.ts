@@ -36,4 +36,6 @@ export interface WorkflowDraft {
   readonly output?: DraftExpr;
   readonly modules: readonly DraftModule[];
   readonly triggers: readonly { readonly event: string; readonly input: DraftExpr }[];
+  /** At most `limit` instances not ended per value of `key` (Default: none). */
+  readonly concurrency?: { readonly key: DraftExpr; readonly limit: number };
 }

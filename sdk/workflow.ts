@@ -3,7 +3,7 @@ import { LOGIC_ID_PATTERN, STEP_NAME_PATTERN, type StepKind } from '../contracts
 import { WORKFLOW_BRAND, type WorkflowBuilder } from './builder.ts';
 import { assembleDraft, type BuilderState } from './assemble.ts';
 import { FlowSdkError, SdkErrorCode } from './errors.ts';
-import type { Json, Schema } from './options.ts';
+import type { ConcurrencyOptions, Json, Schema } from './options.ts';
 
 /** The step map of a workflow without steps: no key may be read. */
 // biome-ignore lint/complexity/noBannedTypes: `{}` is the identity of the intersections that accumulate step outputs
@@ -21,6 +21,12 @@ export interface WorkflowOptions<InSchema extends Schema> {
   description?: string;
   /** Schema of the workflow input; instances are validated against its JSON Schema form. */
   input: InSchema;
+  /**
+   * At most `limit` instances not ended at once per value of `key`; the others wait to begin,
+   * woken in order as one ends. (Default: none)
+   * @example { key: ({ input }) => input.accountId, limit: 1 }
+   */
+  concurrency?: ConcurrencyOptions<{ input: Json<InSchema> }>;
 }
 
 /**

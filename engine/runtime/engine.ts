@@ -37,6 +37,7 @@ import { EngineMetrics } from './metrics.ts';
 import { type FlowLogger, logObserver, silentLogger } from './log.ts';
 import type { TransitionObserver } from './observer.ts';
 import { type WorkerOptions, WorkerPool } from './worker-pool.ts';
+import { Permits } from './permits.ts';
 
 /**
  * How long a completion that overtook the commit of its step's 202 answer waits for that commit
@@ -98,6 +99,8 @@ export interface EngineOptions {
   maxRetryAfterMs?: number;
   /** Structured log lines (pino) for failures, retries, dead letters, compensations, lost leases. (Default: none) */
   logger?: FlowLogger;
+  /** How often this engine sweeps permits a crashed holder left (runtime/permits.ts). (Default: 1000) */
+  permitSweepMs?: number;
   /** When an instance counts as stuck in listings and the Overview. (Default: pending a minute, parked on a 202 without timeoutMs a day) */
   stuck?: Partial<StuckThresholds>;
 }
@@ -125,6 +128,8 @@ export class Engine {
   readonly #callbackHosts: ReadonlySet<string>;
   readonly #maxInputBytes: number;
 
+  /** Handler and per-key limits: what is limited, and the permits (runtime/permits.ts). */
+  readonly permits: Permits;
   /** Prometheus metrics (`flow_*`); `render()` gives the `/metrics` body. */
   readonly metrics: EngineMetrics;
   /** The structured log (EngineOptions.logger): the runtime's lines, with `instanceFields()` on each. */
@@ -158,7 +163,9 @@ export class Engine {
     const observer = observeAll(this.metrics, logObserver(this.log), opts.observer ?? {});
     this.#observer = observer;
     const limits = { maxBytes: this.#maxInputBytes, maxRetryAfterMs: opts.maxRetryAfterMs ?? DEFAULT_RETRY_AFTER_MAX_MS };
-    this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, observer, opts.worker, limits);
+    this.permits = new Permits(opts.db, handlers, (err) => observer.onError?.(null, err), opts.permitSweepMs);
+    this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, observer, opts.worker, limits, this.permits);
+    this.workers.attach(this.permits);
     this.ops = new Operations(
       opts.db,
       this.logics,
@@ -406,6 +413,9 @@ function observeAll(...all: TransitionObserver[]): TransitionObserver {
     },
     onLeaseLost: (workflowId, held) => {
       for (const o of all) o.onLeaseLost?.(workflowId, held);
+    },
+    onPermits: (logic, instance, needs, wait) => {
+      for (const o of all) o.onPermits?.(logic, instance, needs, wait);
     },
   };
 }

@@ -2,6 +2,7 @@ import type { LogicVersion } from '../../contracts/index.ts';
 import type { Instance } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
 import type { EffectResult } from '../executors/index.ts';
+import type { PermitNeed, PermitWait } from '../store/permits.ts';
 import type { Stored } from '../store/rows.ts';
 
 /** Hooks for logs, timelines and tests; none of them may throw. */
@@ -20,4 +21,6 @@ export interface TransitionObserver {
   onError?(workflowId: string | null, err: unknown): void;
   /** A heartbeat found the lease taken: the attempt in flight was abandoned, its answer not committed. `held` is the instance as claimed. */
   onLeaseLost?(workflowId: string, held?: Pick<Instance, 'env' | 'logicId' | 'version'>): void;
+  /** The instance's work needed permits (runtime/permits.ts): taken (`wait` null), or it waits for `wait.resource`. */
+  onPermits?(logic: LogicVersion, instance: Instance, needs: readonly PermitNeed[], wait: PermitWait | null): void;
 }

@@ -23,6 +23,7 @@ import { CommitBatcher } from './commit-batcher.ts';
 import { Slots } from './slots.ts';
 import { refusedForData } from '../store/errors.ts';
 import { DEFAULT_MAX_INPUT_BYTES, DEFAULT_RETRY_AFTER_MAX_MS, type ResultLimits, storableResult, unstorableCommit } from './storable.ts';
+import type { Permits } from './permits.ts';
 
 /** Whether the worker goes straight on with the instance after committing `t`, keeping its lease. */
 function keepsGoing(t: Transition, goOn: boolean): boolean {
@@ -124,6 +125,8 @@ export class WorkerPool {
     opts: WorkerOptions = {},
     /** What an executor's result must fit to be recorded (storable.ts). */
     private readonly limits: ResultLimits = { maxBytes: DEFAULT_MAX_INPUT_BYTES, maxRetryAfterMs: DEFAULT_RETRY_AFTER_MAX_MS },
+    /** The permits limited calls and keys need (permits.ts); none: nothing is limited. */
+    private readonly permits: Permits | null = null,
   ) {
     this.concurrency = opts.concurrency ?? 16;
     this.leaseMs = opts.leaseMs ?? 30_000;
@@ -334,6 +337,22 @@ export class WorkerPool {
       // the core gives the final state: `processing` where this worker goes on with the next attempt
       const goOn = !this.#stopping;
       const work = claimedWork(instance);
+      // the permits this work needs (none for most: no statement); without them the instance
+      // waits, its lease let go by acquire_permits(), costing no attempt (migration 0027)
+      let held = false;
+      if (this.permits !== null && work.do !== 'wakes') {
+        const needs = await this.permits.needs(logic, instance, work.do);
+        if (needs.length > 0) {
+          if (lease.lost) return;
+          const wait = await lease.committing(() => this.permits!.acquire({ id: instance.id, token, rowVersion: stored.rowVersion, needs }));
+          this.observer.onPermits?.(logic, instance, needs, wait);
+          if (wait !== null) {
+            if (wait.wakeInMs !== null) setTimeout(() => this.wake(), wait.wakeInMs).unref();
+            return;
+          }
+          held = true;
+        }
+      }
       const decided =
         work.do === 'begin'
           ? { t: (await apply(logic, instance, work.event, goOn))!, event: work.event }
@@ -368,6 +387,11 @@ export class WorkerPool {
         committed = await lease.committing(() => this.#commit(stored, t, event, token, keep ? { token, ttlMs: this.leaseMs } : null));
       }
       this.observer.onTransition?.(stored.instance, t, committed);
+      // what it held is dead with this commit (row_version moved on): wake who waits on it now
+      const ended = TERMINAL_STATES.has(t.instance.state);
+      if (this.permits !== null && (held || (ended && logic.concurrency !== undefined))) {
+        await this.permits.release({ id: instance.id, ended }).catch((err) => this.observer.onError?.(instance.id, err));
+      }
       // let the timer loop look again when what it waits for may have changed: a new timer may
       // fall due before its next poll, and a child that ended left its parent a signal due now
       const childEnded = t.instance.parentId !== null && TERMINAL_STATES.has(t.instance.state);

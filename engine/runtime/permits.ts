@@ -1,0 +1,154 @@
+import type { LogicVersion } from '../../contracts/index.ts';
+import { evaluate } from '../core/expressions.ts';
+import type { Instance } from '../core/instance.ts';
+import { envVarName, handlerEnvName, type HandlerProfiles } from '../executors/handlers.ts';
+import type { Db } from '../store/db.ts';
+import { acquirePermits, type LimitOverride, listOverrides, type PermitNeed, type PermitWait, releasePermits, sweepPermits } from '../store/permits.ts';
+import { asScheduler } from '../store/tx.ts';
+import { effectOf } from './execute-attempt.ts';
+
+/** A limit: calls in flight at once, and a token bucket (calls per second, up to `burst` at once). */
+export interface Limit {
+  concurrency: number | null;
+  rate: number | null;
+  burst: number | null;
+}
+
+/** The scope of a limit that holds across every env. */
+export const EVERY_ENV = '*';
+
+/** How often each engine sweeps what crashed holders and operators' cancels left waiting. (Default: 1000) */
+const SWEEP_MS = 1000;
+
+const at = (scope: string, resource: string) => `${scope}\u0000${resource}`;
+
+/** The resource of a handler's limit: `handler:<NAME>`, in scope `*` or one env's. */
+export const handlerResource = (handler: string) => `handler:${handlerEnvName(handler)}`;
+/** The resource of a per-key limit: `key:<logicId>:<step>`, or `key:<logicId>:*` for the workflow's. */
+export const keyResource = (logicId: string, step: string | null) => `key:${logicId}:${step ?? '*'}`;
+
+/**
+ * Decides which permits an attempt needs and takes them (ARCHITECTURE.md, Invariants: limits).
+ * What is limited is known here without asking the database: the handler profiles' limits, the
+ * LogicVersion's per-key declarations, and the overrides set through the API (read at start and
+ * again on every `flow_limits` notice). An attempt nothing limits costs no statement at all.
+ */
+export class Permits {
+  readonly #config = new Map<string, Limit>();
+  #overrides = new Map<string, LimitOverride>();
+  #timer: NodeJS.Timeout | null = null;
+  #unlisten: (() => Promise<void>) | null = null;
+
+  constructor(
+    private readonly db: Db,
+    handlers: HandlerProfiles,
+    private readonly onError: (err: unknown) => void = () => {},
+    /** How often the sweep runs (0: never; tests show wake-ups need no sweep). */
+    private readonly sweepMs = SWEEP_MS,
+  ) {
+    for (const [name, p] of handlers) {
+      if (p.limit !== undefined) this.#config.set(at(EVERY_ENV, `handler:${name}`), p.limit);
+      // per-env limits are keyed by the env's variable spelling; resolved per call (below)
+      for (const [envKey, limit] of p.envLimits ?? []) this.#config.set(at(`$${envKey}`, `handler:${name}`), limit);
+    }
+  }
+
+  /** The limits from configuration, by scope (`*`, or `$<ENV>` as spelled in the variable) and resource. */
+  configured(): { scope: string; resource: string; limit: Limit }[] {
+    return [...this.#config].map(([k, limit]) => {
+      const [scope, resource] = k.split('\u0000') as [string, string];
+      return { scope, resource, limit };
+    });
+  }
+
+  /** Reads the overrides and keeps them fresh; sweeps now and then. A companion of the worker pool. */
+  async start(): Promise<void> {
+    await this.reload();
+    this.#unlisten = await this.db.listen('flow_limits', () => void this.reload().catch(this.onError)).catch(() => null);
+    if (this.sweepMs <= 0) return;
+    this.#timer = setInterval(() => void this.sweep().catch(this.onError), this.sweepMs);
+    this.#timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.#timer !== null) clearInterval(this.#timer);
+    this.#timer = null;
+    await this.#unlisten?.();
+    this.#unlisten = null;
+  }
+
+  /** Drops dead permits and wakes what they held back (crashed holders, cancelled instances). */
+  sweep(): Promise<number> {
+    return asScheduler(this.db, (c) => sweepPermits(c));
+  }
+
+  async reload(): Promise<void> {
+    const rows = await asScheduler(this.db, (c) => listOverrides(c));
+    this.#overrides = new Map(rows.map((o) => [at(o.scope, o.resource), o]));
+  }
+
+  /** The limit in force for a resource in a scope: its override, else what is given. */
+  #limit(scope: string, resource: string, given: Limit | undefined): Limit | undefined {
+    const o = this.#overrides.get(at(scope, resource));
+    return o === undefined ? given : { concurrency: o.concurrency, rate: o.rate, burst: o.burst };
+  }
+
+  /**
+   * The permits the instance's next piece of work needs: its workflow's per-key permit before it
+   * begins, and before an attempt, the handler's (every env's and its env's) and the step's per-key
+   * permit. Empty, at no cost, when nothing limits it.
+   */
+  async needs(logic: LogicVersion, instance: Instance, work: 'begin' | 'attempt'): Promise<PermitNeed[]> {
+    const needs: PermitNeed[] = [];
+    const add = (scope: string, resource: string, key: string, limit: Limit | undefined, workflowWide = false) => {
+      if (limit !== undefined && (limit.concurrency !== null || limit.rate !== null)) needs.push({ scope, resource, key, ...limit, workflowWide });
+    };
+    if (work === 'begin') {
+      const c = logic.concurrency;
+      if (c !== undefined) {
+        const resource = keyResource(logic.logicId, null);
+        add(instance.env, resource, await keyOf(c.key, instance), this.#limit(instance.env, resource, { concurrency: c.limit, rate: null, burst: null }), true);
+      }
+      return needs;
+    }
+    const running = instance.ctx.running;
+    if (running === null) return needs;
+    const def = effectOf(logic, running);
+    if (def?.kind === 'proxy' && (this.#config.size > 0 || this.#overrides.size > 0)) {
+      const resource = handlerResource(def.handler ?? logic.domain);
+      add(EVERY_ENV, resource, '', this.#limit(EVERY_ENV, resource, this.#config.get(at(EVERY_ENV, resource))));
+      add(instance.env, resource, '', this.#limit(instance.env, resource, this.#config.get(at(`$${envVarName(instance.env)}`, resource))));
+    }
+    const step = logic.steps[running.step];
+    if (running.kind === 'step' && step !== undefined && 'concurrency' in step && step.concurrency !== undefined) {
+      const resource = keyResource(logic.logicId, running.step);
+      const declared = { concurrency: step.concurrency.limit, rate: null, burst: null };
+      add(instance.env, resource, await keyOf(step.concurrency.key, instance), this.#limit(instance.env, resource, declared));
+    }
+    return needs;
+  }
+
+  /** Takes the permits, or lets the instance wait (its lease let go) and says on what. */
+  acquire(args: { id: string; token: string; rowVersion: number; needs: PermitNeed[] }): Promise<PermitWait | null> {
+    return acquirePermits(this.db.pool, args);
+  }
+
+  /** After the commit that ended the attempt (or the instance): wakes who waits on what it held. */
+  release(args: { id: string; ended: boolean }): Promise<number> {
+    return releasePermits(this.db.pool, args);
+  }
+}
+
+/**
+ * A key as the permit tables hold it: a string as is, anything else as its JSON. A key that
+ * cannot be evaluated is `$error`: those instances share one key rather than run unlimited.
+ */
+async function keyOf(expr: string, instance: Instance): Promise<string> {
+  let value: unknown;
+  try {
+    value = await evaluate('concurrency.key', expr, instance);
+  } catch {
+    return '$error';
+  }
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}

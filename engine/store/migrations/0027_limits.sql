@@ -1,0 +1,356 @@
+-- 0027: limits protect the owning services: permits for calls (concurrency and a token bucket),
+-- taken in Postgres so they hold across every engine node, and waiters woken when capacity frees.
+--
+-- Why: nothing bounded how hard the engine called a service. 10,000 instances reached a handler
+-- at whatever rate the workers allowed, and two captures for one account could run at once.
+--
+-- A limit is a named resource: `handler:<NAME>` (every env, scope '*') or the same name in one
+-- env's scope, and `key:<logicId>:<step>` / `key:<logicId>:*` (per key, scope = the env) with the
+-- evaluated key. A limit has an optional concurrency cap and an optional rate (per second, with a
+-- burst). Configuration gives the defaults; `limit_overrides` (set through the API) replaces them.
+--
+-- acquire_permits() takes every permit an attempt needs, or none: a permit is a row tied to the
+-- holder's lease and row version (a step) or to the instance not having ended (a workflow), so a
+-- crashed holder's permit is dead once its lease expires and nothing leaks. An attempt without a
+-- permit leaves a waiter row and lets its lease go with no wake-up time (`infinity`): it costs no
+-- attempt and nobody polls it. A rate waiter pays for its token ahead (the bucket goes below
+-- zero) and wakes at the time the token exists. Whoever frees capacity wakes the first waiters
+-- (wake_permit_waiters(): lease_expires_at = now(), so the next claim takes them), and a sweep
+-- wakes what a crashed holder left waiting.
+
+CREATE TABLE limit_overrides (
+  env_id      text        NOT NULL,  -- the scope: an env, or '*' for every env
+  resource    text        NOT NULL,
+  concurrency integer     CHECK (concurrency >= 0),
+  rate        float8      CHECK (rate > 0),
+  burst       integer     CHECK (burst >= 1),
+  updated_by  text        NOT NULL,
+  updated_at  timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (env_id, resource)
+);
+
+-- one row per (scope, resource, key) ever limited: the token bucket, and the lock that orders
+-- every acquire and wake-up of the resource
+CREATE TABLE limit_buckets (
+  env_id      text        NOT NULL,
+  resource    text        NOT NULL,
+  key         text        NOT NULL,
+  tokens      float8      NOT NULL,
+  refilled_at timestamptz NOT NULL,
+  PRIMARY KEY (env_id, resource, key)
+);
+
+CREATE TABLE permits (
+  env_id       text        NOT NULL,
+  resource     text        NOT NULL,
+  key          text        NOT NULL,
+  workflow_id  uuid        NOT NULL,
+  -- a step's permit lives while its holder's lease does (this token, this row version, not
+  -- expired); a workflow's (row_version NULL) while the instance has not ended
+  lease_token  uuid,
+  row_version  bigint,
+  acquired_at  timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (workflow_id, env_id, resource, key)
+);
+CREATE INDEX permits_resource ON permits (env_id, resource, key);
+
+CREATE TABLE permit_waiters (
+  id           bigserial   PRIMARY KEY,
+  env_id       text        NOT NULL,
+  resource     text        NOT NULL,
+  key          text        NOT NULL,
+  workflow_id  uuid        NOT NULL,
+  -- 'concurrency': waits to be woken; 'rate': has paid for a token that exists at due_at
+  kind         text        NOT NULL CHECK (kind IN ('concurrency', 'rate')),
+  due_at       timestamptz,
+  -- the configured cap when it queued (an override in force replaces it at wake-up)
+  concurrency  integer,
+  woken_at     timestamptz,
+  since        timestamptz NOT NULL DEFAULT now(),
+  UNIQUE (workflow_id, env_id, resource, key)
+);
+CREATE INDEX permit_waiters_line ON permit_waiters (env_id, resource, key, id);
+
+DO $$
+DECLARE t text;
+BEGIN
+  FOREACH t IN ARRAY ARRAY['limit_overrides', 'limit_buckets', 'permits', 'permit_waiters'] LOOP
+    EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', t);
+    EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', t);
+    EXECUTE format($p$CREATE POLICY env_isolation ON %I TO flow_app
+                     USING (env_id = current_setting('app.env_id', true))
+                     WITH CHECK (env_id = current_setting('app.env_id', true))$p$, t);
+    EXECUTE format('CREATE POLICY scheduler ON %I TO flow_engine USING (true) WITH CHECK (true)', t);
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I TO flow_app, flow_engine', t);
+  END LOOP;
+  EXECUTE format('GRANT USAGE ON ALL SEQUENCES IN SCHEMA %I TO flow_app, flow_engine', current_schema());
+END
+$$;
+
+-- a limit changed through the API is an audit row naming the resource (and no instance or version)
+ALTER TABLE audit ADD COLUMN resource text;
+ALTER TABLE audit DROP CONSTRAINT audit_names_its_subject;
+ALTER TABLE audit ADD CONSTRAINT audit_names_its_subject
+  CHECK (workflow_id IS NOT NULL OR (logic_id IS NOT NULL AND version IS NOT NULL) OR resource IS NOT NULL);
+CREATE INDEX audit_resource ON audit (resource, id) WHERE resource IS NOT NULL;
+
+-- Whether a permit still holds: its step holder's lease is alive, or its workflow has not ended.
+CREATE FUNCTION permit_alive(p permits, w workflows) RETURNS boolean LANGUAGE sql STABLE AS $$
+  SELECT coalesce(CASE WHEN p.row_version IS NULL
+    THEN w.state NOT IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered')
+    ELSE w.lease_token = p.lease_token AND w.row_version = p.row_version AND w.lease_expires_at > now()
+  END, false)
+$$;
+
+-- Wakes as many of a resource's first waiters as it has room for. Takes the bucket row's lock,
+-- so a waiter never queues after the wake-up that should have seen it. A woken waiter counts
+-- against the room for a lease's length (it is on its way); after that it is woken again.
+CREATE FUNCTION wake_permit_waiters(s text, r text, k text) RETURNS integer
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  cap   integer;
+  o     limit_overrides;
+  live  integer;
+  woken integer;
+  n     integer;
+BEGIN
+  PERFORM 1 FROM limit_buckets b WHERE b.env_id = s AND b.resource = r AND b.key = k FOR UPDATE;
+  -- waiters whose instance ended wait no more
+  DELETE FROM permit_waiters q USING workflows w
+  WHERE q.env_id = s AND q.resource = r AND q.key = k AND w.id = q.workflow_id
+    AND w.state IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered');
+  SELECT * INTO o FROM limit_overrides lo WHERE lo.env_id = s AND lo.resource = r;
+  IF FOUND THEN cap := o.concurrency;
+  ELSE SELECT max(q.concurrency) INTO cap FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = k;
+  END IF;
+  IF cap IS NULL THEN
+    n := 1000000;  -- no cap (any more): every waiter goes
+  ELSE
+    SELECT count(*) INTO live FROM permits p JOIN workflows w ON w.id = p.workflow_id
+    WHERE p.env_id = s AND p.resource = r AND p.key = k AND permit_alive(p, w);
+    SELECT count(*) INTO woken FROM permit_waiters q
+    WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'concurrency'
+      AND q.woken_at > now() - interval '30 seconds';
+    n := cap - live - woken;
+  END IF;
+  IF n <= 0 THEN RETURN 0; END IF;
+  WITH first AS (
+    SELECT q.id, q.workflow_id FROM permit_waiters q
+    WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'concurrency'
+      AND (q.woken_at IS NULL OR q.woken_at <= now() - interval '30 seconds')
+    ORDER BY q.id LIMIT n
+  ), marked AS (
+    UPDATE permit_waiters q SET woken_at = now() FROM first WHERE q.id = first.id RETURNING q.workflow_id
+  ), woke AS (
+    -- only an instance nobody holds: a held one is running, and would lose its lease
+    UPDATE workflows w SET lease_expires_at = now(), run_at = now()
+    FROM marked WHERE w.id = marked.workflow_id AND w.lease_token IS NULL
+    RETURNING w.id
+  )
+  SELECT count(*) INTO n FROM woke;
+  IF n > 0 THEN PERFORM pg_notify('flow_work', ''); END IF;
+  RETURN n;
+END
+$fn$;
+
+-- Takes every permit in `needs` for the attempt the lease (tok, rv) holds, or none. `needs` is a
+-- JSON array of {s: scope, r: resource, k: key, c: cap, rate, burst, w: workflow-wide}, the
+-- configured or declared limits (an override in force replaces them). Returns no row when all
+-- were taken; else the resource that has no room and, for a rate, the milliseconds until the
+-- token paid for exists. The instance then waits: its lease is let go, to be woken by a release
+-- (cap) or when its token exists (rate).
+CREATE FUNCTION acquire_permits(wf uuid, tok uuid, rv bigint, needs jsonb)
+RETURNS TABLE (scope text, resource text, wait_ms float8)
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+  prev_role text := current_setting('role');
+  n      jsonb;
+  s      text;
+  r      text;
+  k      text;
+  cap    integer;
+  rt     float8;
+  bu     integer;
+  o      limit_overrides;
+  b      limit_buckets;
+  mine   permit_waiters;
+  live   integer;
+  woken  integer;
+  ahead  boolean;
+  tokens float8;
+  due    timestamptz;
+  blocked_r text;
+  blocked_s text;
+  blocked_ms float8;
+  granted jsonb := '[]';
+BEGIN
+  PERFORM set_config('role', 'flow_engine', true);
+  -- in one order, so two acquirers never wait on each other's bucket rows in turn
+  FOR n IN SELECT e.value FROM jsonb_array_elements(needs) e ORDER BY e.value->>'s', e.value->>'r', e.value->>'k' LOOP
+    s := n->>'s'; r := n->>'r'; k := n->>'k';
+    SELECT * INTO o FROM limit_overrides lo WHERE lo.env_id = s AND lo.resource = r;
+    IF FOUND THEN cap := o.concurrency; rt := o.rate; bu := o.burst;
+    ELSE cap := (n->>'c')::integer; rt := (n->>'rate')::float8; bu := (n->>'burst')::integer;
+    END IF;
+    CONTINUE WHEN cap IS NULL AND rt IS NULL;
+    INSERT INTO limit_buckets AS lb (env_id, resource, key, tokens, refilled_at)
+    VALUES (s, r, k, coalesce(bu, 1), now()) ON CONFLICT DO NOTHING;
+    SELECT * INTO b FROM limit_buckets lb WHERE lb.env_id = s AND lb.resource = r AND lb.key = k FOR UPDATE;
+    SELECT * INTO mine FROM permit_waiters q WHERE q.workflow_id = wf AND q.env_id = s AND q.resource = r AND q.key = k;
+    IF cap IS NOT NULL THEN
+      SELECT count(*) INTO live FROM permits p JOIN workflows w ON w.id = p.workflow_id
+      WHERE p.env_id = s AND p.resource = r AND p.key = k AND p.workflow_id <> wf AND permit_alive(p, w);
+      SELECT count(*) INTO woken FROM permit_waiters q
+      WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'concurrency' AND q.workflow_id <> wf
+        AND q.woken_at > now() - interval '30 seconds';
+      -- first come, first served: a newcomer queues behind anyone waiting to be woken
+      ahead := EXISTS (SELECT 1 FROM permit_waiters q
+                       WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'concurrency'
+                         AND q.workflow_id <> wf AND q.woken_at IS NULL
+                         AND (mine.id IS NULL OR mine.kind <> 'concurrency' OR q.id < mine.id));
+      IF live + woken >= cap OR ahead THEN
+        IF mine.id IS NULL OR mine.kind <> 'concurrency' THEN
+          -- a rate waiter's paid token goes back: it pays again when the cap lets it through
+          DELETE FROM permit_waiters q WHERE q.id = mine.id;
+          IF mine.kind = 'rate' THEN
+            UPDATE limit_buckets lb SET tokens = lb.tokens + 1 WHERE lb.env_id = s AND lb.resource = r AND lb.key = k;
+          END IF;
+          INSERT INTO permit_waiters (env_id, resource, key, workflow_id, kind, concurrency)
+          VALUES (s, r, k, wf, 'concurrency', (n->>'c')::integer);
+        ELSE
+          UPDATE permit_waiters q SET woken_at = NULL WHERE q.id = mine.id;
+        END IF;
+        blocked_s := s; blocked_r := r; blocked_ms := NULL;
+        EXIT;
+      END IF;
+    END IF;
+    IF rt IS NOT NULL THEN
+      IF mine.kind = 'rate' AND mine.due_at <= clock_timestamp() THEN
+        granted := granted || jsonb_build_object('s', s, 'r', r, 'k', k, 'cap', cap, 'paid', true);
+        CONTINUE;
+      ELSIF mine.kind = 'rate' THEN
+        blocked_s := s; blocked_r := r; blocked_ms := 1000 * extract(epoch FROM mine.due_at - clock_timestamp());
+        EXIT;
+      END IF;
+      tokens := least(coalesce(bu, 1)::float8, b.tokens + rt * extract(epoch FROM clock_timestamp() - b.refilled_at));
+      IF tokens >= 1 THEN
+        UPDATE limit_buckets lb SET tokens = tokens - 1, refilled_at = clock_timestamp()
+        WHERE lb.env_id = s AND lb.resource = r AND lb.key = k;
+      ELSE
+        -- pay now for the next token free (the bucket goes below zero) and wait until it exists
+        due := clock_timestamp() + (1 - tokens) / rt * interval '1 second';
+        UPDATE limit_buckets lb SET tokens = tokens - 1, refilled_at = clock_timestamp()
+        WHERE lb.env_id = s AND lb.resource = r AND lb.key = k;
+        DELETE FROM permit_waiters q WHERE q.id = mine.id;
+        INSERT INTO permit_waiters (env_id, resource, key, workflow_id, kind, due_at, concurrency)
+        VALUES (s, r, k, wf, 'rate', due, (n->>'c')::integer);
+        blocked_s := s; blocked_r := r; blocked_ms := 1000 * extract(epoch FROM due - clock_timestamp());
+        EXIT;
+      END IF;
+    END IF;
+    granted := granted || jsonb_build_object('s', s, 'r', r, 'k', k, 'cap', cap, 'paid', false);
+  END LOOP;
+
+  IF blocked_r IS NULL THEN
+    -- every permit granted: take them, and this attempt waits for nothing any more
+    INSERT INTO permits AS p (env_id, resource, key, workflow_id, lease_token, row_version)
+    SELECT g->>'s', g->>'r', g->>'k', wf, CASE WHEN (n2->>'w')::boolean THEN NULL ELSE tok END,
+           CASE WHEN (n2->>'w')::boolean THEN NULL ELSE rv END
+    FROM jsonb_array_elements(granted) g
+    JOIN jsonb_array_elements(needs) n2 ON n2->>'s' = g->>'s' AND n2->>'r' = g->>'r' AND n2->>'k' = g->>'k'
+    WHERE g->>'cap' IS NOT NULL
+    ON CONFLICT (workflow_id, env_id, resource, key) DO UPDATE
+      SET lease_token = excluded.lease_token, row_version = excluded.row_version, acquired_at = now();
+    DELETE FROM permit_waiters q USING jsonb_array_elements(granted) g
+    WHERE q.workflow_id = wf AND q.env_id = g->>'s' AND q.resource = g->>'r' AND q.key = g->>'k';
+  ELSE
+    -- wait: let the lease go as its holder (a receipt, so no lease-taken notice), with the
+    -- wake-up time of a paid token, or none until a release wakes it
+    UPDATE workflows w
+    SET lease_token = NULL,
+        lease_expires_at = CASE WHEN blocked_ms IS NULL THEN 'infinity' ELSE clock_timestamp() + blocked_ms * interval '1 millisecond' END,
+        run_at = CASE WHEN blocked_ms IS NULL THEN 'infinity' ELSE clock_timestamp() + blocked_ms * interval '1 millisecond' END,
+        row_version = w.row_version + 1, commit_token = w.lease_token, commit_version = w.row_version + 1
+    WHERE w.id = wf AND w.lease_token = tok AND w.row_version = rv;
+    RETURN QUERY SELECT blocked_s, blocked_r, blocked_ms;
+  END IF;
+  PERFORM set_config('role', prev_role, true);
+END
+$fn$;
+
+-- Lets go of an instance's permits (its step's, and its workflow's once `ended`), and wakes the
+-- first waiters of each resource freed. Called after the commit that ends the holder's attempt,
+-- which has already made the step's permit dead (row_version moved on): this only wakes sooner.
+CREATE FUNCTION release_permits(wf uuid, ended boolean) RETURNS integer
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  prev_role text := current_setting('role');
+  f record;
+  n integer := 0;
+BEGIN
+  PERFORM set_config('role', 'flow_engine', true);
+  FOR f IN
+    DELETE FROM permits p WHERE p.workflow_id = wf AND (ended OR p.row_version IS NOT NULL)
+    RETURNING p.env_id, p.resource, p.key
+  LOOP
+    n := n + wake_permit_waiters(f.env_id, f.resource, f.key);
+  END LOOP;
+  PERFORM set_config('role', prev_role, true);
+  RETURN n;
+END
+$fn$;
+
+-- What a crashed holder, an operator's cancel or a changed limit left: dead permits are dropped
+-- and every resource with waiters is offered its room again. Run by every engine now and then.
+CREATE FUNCTION sweep_permits() RETURNS integer
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  prev_role text := current_setting('role');
+  f record;
+  n integer := 0;
+BEGIN
+  PERFORM set_config('role', 'flow_engine', true);
+  DELETE FROM permits p USING workflows w WHERE w.id = p.workflow_id AND NOT permit_alive(p, w);
+  DELETE FROM permits p WHERE NOT EXISTS (SELECT 1 FROM workflows w WHERE w.id = p.workflow_id);
+  DELETE FROM permit_waiters q WHERE NOT EXISTS (SELECT 1 FROM workflows w WHERE w.id = q.workflow_id);
+  FOR f IN SELECT DISTINCT q.env_id, q.resource, q.key FROM permit_waiters q WHERE q.kind = 'concurrency' LOOP
+    n := n + wake_permit_waiters(f.env_id, f.resource, f.key);
+  END LOOP;
+  PERFORM set_config('role', prev_role, true);
+  RETURN n;
+END
+$fn$;
+
+-- A limit changed (an override set or removed): no waiter keeps the old one. Rate waiters give
+-- their paid tokens back and are woken to pay again at the new rate, in their order; cap waiters
+-- are offered the new room at once.
+CREATE FUNCTION apply_limit_change(s text, r text) RETURNS integer
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  prev_role text := current_setting('role');
+  f record;
+  n integer := 0;
+BEGIN
+  PERFORM set_config('role', 'flow_engine', true);
+  FOR f IN SELECT b.key FROM limit_buckets b WHERE b.env_id = s AND b.resource = r ORDER BY b.key FOR UPDATE LOOP
+    WITH paid AS (
+      DELETE FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = f.key AND q.kind = 'rate'
+      RETURNING q.workflow_id
+    ), refund AS (
+      UPDATE limit_buckets b SET tokens = b.tokens + (SELECT count(*) FROM paid)
+      WHERE b.env_id = s AND b.resource = r AND b.key = f.key
+    ), woke AS (
+      UPDATE workflows w SET lease_expires_at = now(), run_at = now()
+      FROM paid WHERE w.id = paid.workflow_id AND w.lease_token IS NULL
+      RETURNING w.id
+    )
+    SELECT n + count(*) INTO n FROM woke;
+    n := n + wake_permit_waiters(s, r, f.key);
+  END LOOP;
+  IF n > 0 THEN PERFORM pg_notify('flow_work', ''); END IF;
+  PERFORM pg_notify('flow_limits', '');
+  PERFORM set_config('role', prev_role, true);
+  RETURN n;
+END
+$fn$;
