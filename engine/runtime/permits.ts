@@ -94,23 +94,22 @@ export class Permits {
   }
 
   /**
-   * The permits the instance's next piece of work needs: its workflow's per-key permit before it
-   * begins, and before an attempt, the handler's (every env's and its env's) and the step's per-key
-   * permit. Empty, at no cost, when nothing limits it.
+   * The permits the instance's next piece of work needs: its workflow's per-key permit, and before
+   * an attempt, the handler's (every env's and its env's) and the step's per-key permit. Empty, at no cost, when nothing limits it.
    */
   async needs(logic: LogicVersion, instance: Instance, work: 'begin' | 'attempt'): Promise<PermitNeed[]> {
     const needs: PermitNeed[] = [];
     const add = (scope: string, resource: string, key: string, limit: Limit | undefined, workflowWide = false) => {
       if (limit !== undefined && (limit.concurrency !== null || limit.rate !== null)) needs.push({ scope, resource, key, ...limit, workflowWide });
     };
-    if (work === 'begin') {
-      const c = logic.concurrency;
-      if (c !== undefined) {
-        const resource = keyResource(logic.logicId, null);
-        add(instance.env, resource, await keyOf(c.key, instance), this.#limit(instance.env, resource, { concurrency: c.limit, rate: null, burst: null }), true);
-      }
-      return needs;
+    // the workflow's per-key permit: taken before its first attempt (or its begin, for a child
+    // spawned unstarted), held until it ends; a later attempt finds it held (one statement)
+    const c = logic.concurrency;
+    if (c !== undefined) {
+      const resource = keyResource(logic.logicId, null);
+      add(instance.env, resource, await keyOf(c.key, instance), this.#limit(instance.env, resource, { concurrency: c.limit, rate: null, burst: null }), true);
     }
+    if (work === 'begin') return needs;
     const running = instance.ctx.running;
     if (running === null) return needs;
     const def = effectOf(logic, running);

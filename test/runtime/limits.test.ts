@@ -35,8 +35,8 @@ class CountingService extends FakeService {
       this.perKey.set(key, n);
       if (n > 1) this.overlaps++;
       await this.#gate;
-      // let other calls arrive while this one is in flight
-      await new Promise((r) => setImmediate(r));
+      // a service takes a while: other calls arrive while this one is in flight
+      await new Promise((r) => setTimeout(r, 15));
       this.perKey.set(key, (this.perKey.get(key) ?? 1) - 1);
       this.inFlight--;
       return { status: 200, body: { ok: true } };
@@ -98,9 +98,13 @@ describeEachDriver('limits', (getDb) => {
     const { svc, engine } = await setup(undefined);
     const logic = callLogic({}, { concurrency: { key: 'input.key', limit: 1 } });
     await engine.publish(logic, ENV);
+    // every call waits at the service until all have started: keys compete for the pool's 8 executors
+    svc.hold();
     await engine.workers.start();
     const ids: string[] = [];
     for (let i = 0; i < 24; i++) ids.push((await engine.start({ env: ENV, logicId: logic.logicId, input: { key: `k${i % 3}` } })).id);
+    await waitFor('three calls in flight', async () => (svc.inFlight >= 3 ? true : undefined));
+    svc.open();
     await allEnded(engine, ids);
     expect(svc.calls('/call')).toHaveLength(24);
     expect(svc.overlaps).toBe(0);
@@ -113,9 +117,12 @@ describeEachDriver('limits', (getDb) => {
     const { svc, engine } = await setup(undefined);
     const logic = callLogic({ concurrency: { key: 'input.key', limit: 1 } });
     await engine.publish(logic, ENV);
+    svc.hold();
     await engine.workers.start();
     const ids: string[] = [];
     for (let i = 0; i < 12; i++) ids.push((await engine.start({ env: ENV, logicId: logic.logicId, input: { key: `k${i % 2}` } })).id);
+    await waitFor('two calls in flight', async () => (svc.inFlight >= 2 ? true : undefined));
+    svc.open();
     await allEnded(engine, ids);
     expect(svc.overlaps).toBe(0);
   });
@@ -178,11 +185,16 @@ describeEachDriver('limits', (getDb) => {
     expect(await acquirePermits(db.pool, { id: a, token: sa.leaseToken!, rowVersion: sa.rowVersion, needs: [need] })).toBeNull();
     const wait = await acquirePermits(db.pool, { id: b, token: sb.leaseToken!, rowVersion: sb.rowVersion, needs: [need] });
     expect(wait).toEqual({ scope: ENV, resource: 'test:dies', wakeInMs: null });
+    const parked = async () =>
+      (await db.pool.query<{ parked: boolean }>(`SELECT lease_expires_at = 'infinity' AS parked FROM workflows WHERE id = $1`, [b])).rows[0]!.parked;
+    expect(await parked()).toBe(true);
     // a sweep while a's lease is alive wakes nobody
-    expect(await engine.permits.sweep()).toBe(0);
+    await engine.permits.sweep();
+    expect(await parked()).toBe(true);
     // a's process dies: nobody releases; its lease runs out
     await asScheduler(db, (c) => c.query(`UPDATE workflows SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [a]));
-    expect(await engine.permits.sweep()).toBe(1);
+    await engine.permits.sweep();
+    expect(await parked()).toBe(false);
     const again = (await claimWorkflows(db.pool, { limit: 10, leaseMs: 60_000 })).find((s) => s.instance.id === b)!;
     expect(again).toBeDefined();
     expect(await acquirePermits(db.pool, { id: b, token: again.leaseToken!, rowVersion: again.rowVersion, needs: [need] })).toBeNull();

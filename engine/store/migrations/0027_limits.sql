@@ -194,6 +194,10 @@ BEGIN
     ELSE cap := (n->>'c')::integer; rt := (n->>'rate')::float8; bu := (n->>'burst')::integer;
     END IF;
     CONTINUE WHEN cap IS NULL AND rt IS NULL;
+    -- a workflow's permit, once taken, is held until it ends: its later attempts pass
+    IF (n->>'w')::boolean AND EXISTS (SELECT 1 FROM permits p WHERE p.workflow_id = wf AND p.env_id = s AND p.resource = r AND p.key = k) THEN
+      CONTINUE;
+    END IF;
     INSERT INTO limit_buckets AS lb (env_id, resource, key, tokens, refilled_at)
     VALUES (s, r, k, coalesce(bu, 1), now()) ON CONFLICT DO NOTHING;
     SELECT * INTO b FROM limit_buckets lb WHERE lb.env_id = s AND lb.resource = r AND lb.key = k FOR UPDATE;
