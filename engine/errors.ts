@@ -158,3 +158,10 @@ export class GrantRefused extends FlowError {
     );
   }
 }
+
+/** A limit addressed in a scope it cannot have (a per-key limit under `*`, waiting instances of every env). */
+export class LimitScopeInvalid extends FlowError {
+  constructor(why: string) {
+    super('FLOW_LIMIT_SCOPE_INVALID', `${why} (the path's env is the limit's scope: an env id, or * for a handler's limit on every env)`, { status: 400 });
+  }
+}

@@ -13,3 +13,4 @@ export * from './problem.ts';
 export * from './storable.ts';
 export * from './verbs.ts';
 export * from './workflows.ts';
+export * from './limits.ts';

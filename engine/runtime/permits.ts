@@ -3,8 +3,19 @@ import { evaluate } from '../core/expressions.ts';
 import type { Instance } from '../core/instance.ts';
 import { envVarName, handlerEnvName, type HandlerProfiles } from '../executors/handlers.ts';
 import type { Db } from '../store/db.ts';
-import { acquirePermits, type LimitOverride, listOverrides, type PermitNeed, type PermitWait, releasePermits, sweepPermits } from '../store/permits.ts';
-import { asScheduler } from '../store/tx.ts';
+import { insertLimitAudit } from '../store/audit.ts';
+import {
+  acquirePermits,
+  type LimitOverride,
+  limitLoads,
+  listOverrides,
+  type PermitNeed,
+  type PermitWait,
+  putOverride,
+  releasePermits,
+  sweepPermits,
+} from '../store/permits.ts';
+import { asScheduler, inEnv } from '../store/tx.ts';
 import { effectOf } from './execute-attempt.ts';
 
 /** A limit: calls in flight at once, and a token bucket (calls per second, up to `burst` at once). */
@@ -12,6 +23,17 @@ export interface Limit {
   concurrency: number | null;
   rate: number | null;
   burst: number | null;
+}
+
+/** A limit in force for an env's work, where it comes from, and its load now. */
+export interface LimitState extends Limit {
+  scope: string;
+  resource: string;
+  source: 'config' | 'declared' | 'override';
+  updatedBy: string | null;
+  updatedAt: Date | null;
+  inFlight: number;
+  waiting: number;
 }
 
 /** The scope of a limit that holds across every env. */
@@ -130,6 +152,54 @@ export class Permits {
   /** Takes the permits, or lets the instance wait (its lease let go) and says on what. */
   acquire(args: { id: string; token: string; rowVersion: number; needs: PermitNeed[] }): Promise<PermitWait | null> {
     return acquirePermits(this.db.pool, args);
+  }
+
+  /**
+   * Sets the limit of a resource in a scope (an env, or `*`), replacing configuration, or with
+   * `limit` null goes back to it; audited, and applied to the work waiting on it at once (migration
+   * 0027, apply_limit_change): every engine re-reads the overrides on the notice it sends.
+   */
+  async set(args: { scope: string; resource: string; limit: Limit | null; actor: string; reason: string }): Promise<void> {
+    await inEnv(this.db, args.scope, async (c) => {
+      const before = await putOverride(c, { scope: args.scope, resource: args.resource, limit: args.limit, actor: args.actor });
+      const configured = this.#configuredIn(args.scope, args.resource) ?? null;
+      await insertLimitAudit(c, {
+        env: args.scope,
+        resource: args.resource,
+        verb: args.limit === null ? 'limit.reset' : 'limit.set',
+        actor: args.actor,
+        reason: args.reason,
+        args: {},
+        before: before === null ? { source: 'config', limit: configured } : { source: 'override', limit: { concurrency: before.concurrency, rate: before.rate, burst: before.burst } },
+        after: args.limit === null ? { source: 'config', limit: configured } : { source: 'override', limit: args.limit },
+      });
+    });
+    await this.reload();
+  }
+
+  /** The limits in force for `env`'s work (its own and every env's) with their load: for the API and the console. */
+  async list(env: string): Promise<LimitState[]> {
+    const [overrides, loads] = await asScheduler(this.db, async (c) => [await listOverrides(c), await limitLoads(c, [EVERY_ENV, env])] as const);
+    const out = new Map<string, LimitState>();
+    const entry = (scope: string, resource: string, limit: Limit, source: LimitState['source'], by: LimitOverride | null = null) =>
+      out.set(at(scope, resource), { scope, resource, ...limit, source, updatedBy: by?.updatedBy ?? null, updatedAt: by?.updatedAt ?? null, inFlight: 0, waiting: 0 });
+    for (const { scope, resource, limit } of this.configured()) {
+      if (scope === EVERY_ENV) entry(scope, resource, limit, 'config');
+      else if (scope === `$${envVarName(env)}`) entry(env, resource, limit, 'config');
+    }
+    for (const o of overrides) if (o.scope === EVERY_ENV || o.scope === env) entry(o.scope, o.resource, o, 'override', o);
+    for (const l of loads) {
+      const k = at(l.scope, l.resource);
+      if (!out.has(k)) entry(l.scope, l.resource, { concurrency: null, rate: null, burst: null }, 'declared');
+      const e = out.get(k)!;
+      e.inFlight += l.inFlight;
+      e.waiting += l.waiting;
+    }
+    return [...out.values()];
+  }
+
+  #configuredIn(scope: string, resource: string): Limit | undefined {
+    return this.#config.get(at(scope === EVERY_ENV ? EVERY_ENV : `$${envVarName(scope)}`, resource));
   }
 
   /** After the commit that ended the attempt (or the instance): wakes who waits on what it held. */
