@@ -50,7 +50,7 @@ export const handlerResource = (handler: string) => `handler:${handlerEnvName(ha
 export const keyResource = (logicId: string, step: string | null) => `key:${logicId}:${step ?? '*'}`;
 
 /**
- * Decides which permits an attempt needs and takes them (ARCHITECTURE.md, Invariants: limits).
+ * Decides which permits an attempt needs and takes them (ARCHITECTURE.md, Invariants: calls within their limits).
  * What is limited is known here without asking the database: the handler profiles' limits, the
  * LogicVersion's per-key declarations, and the overrides set through the API (read at start and
  * again on every `flow_limits` notice). An attempt nothing limits costs no statement at all.

@@ -13,6 +13,169 @@
 CREATE SCHEMA flow;
 
 --
+-- Name: acquire_permits(uuid, uuid, bigint, jsonb); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.acquire_permits(wf uuid, tok uuid, rv bigint, needs jsonb) RETURNS TABLE(scope text, resource text, wait_ms double precision)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+  prev_role text := current_setting('role');
+  n      jsonb;
+  s      text;
+  r      text;
+  k      text;
+  cap    integer;
+  rt     float8;
+  bu     integer;
+  o      limit_overrides;
+  b      limit_buckets;
+  mine   permit_waiters;
+  live   integer;
+  woken  integer;
+  ahead  boolean;
+  tokens float8;
+  due    timestamptz;
+  blocked_r text;
+  blocked_s text;
+  blocked_ms float8;
+  granted jsonb := '[]';
+BEGIN
+  PERFORM set_config('role', 'flow_engine', true);
+  -- in one order, so two acquirers never wait on each other's bucket rows in turn
+  FOR n IN SELECT e.value FROM jsonb_array_elements(needs) e ORDER BY e.value->>'s', e.value->>'r', e.value->>'k' LOOP
+    s := n->>'s'; r := n->>'r'; k := n->>'k';
+    SELECT * INTO o FROM limit_overrides lo WHERE lo.env_id = s AND lo.resource = r;
+    IF FOUND THEN cap := o.concurrency; rt := o.rate; bu := o.burst;
+    ELSE cap := (n->>'c')::integer; rt := (n->>'rate')::float8; bu := (n->>'burst')::integer;
+    END IF;
+    CONTINUE WHEN cap IS NULL AND rt IS NULL;
+    -- a workflow's permit, once taken, is held until it ends: its later attempts pass
+    IF (n->>'w')::boolean AND EXISTS (SELECT 1 FROM permits p WHERE p.workflow_id = wf AND p.env_id = s AND p.resource = r AND p.key = k) THEN
+      CONTINUE;
+    END IF;
+    INSERT INTO limit_buckets AS lb (env_id, resource, key, tokens, refilled_at)
+    VALUES (s, r, k, coalesce(bu, 1), now()) ON CONFLICT DO NOTHING;
+    SELECT * INTO b FROM limit_buckets lb WHERE lb.env_id = s AND lb.resource = r AND lb.key = k FOR UPDATE;
+    SELECT * INTO mine FROM permit_waiters q WHERE q.workflow_id = wf AND q.env_id = s AND q.resource = r AND q.key = k;
+    IF cap IS NOT NULL THEN
+      SELECT count(*) INTO live FROM permits p JOIN workflows w ON w.id = p.workflow_id
+      WHERE p.env_id = s AND p.resource = r AND p.key = k AND p.workflow_id <> wf AND permit_alive(p, w);
+      SELECT count(*) INTO woken FROM permit_waiters q
+      WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'concurrency' AND q.workflow_id <> wf
+        AND q.woken_at > now() - interval '30 seconds';
+      -- first come, first served: a newcomer queues behind anyone waiting to be woken
+      ahead := EXISTS (SELECT 1 FROM permit_waiters q
+                       WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'concurrency'
+                         AND q.workflow_id <> wf AND q.woken_at IS NULL
+                         AND (mine.id IS NULL OR mine.kind <> 'concurrency' OR q.id < mine.id));
+      IF live + woken >= cap OR ahead THEN
+        IF mine.id IS NULL OR mine.kind <> 'concurrency' THEN
+          -- a rate waiter's paid token goes back: it pays again when the cap lets it through
+          DELETE FROM permit_waiters q WHERE q.id = mine.id;
+          IF mine.kind = 'rate' THEN
+            UPDATE limit_buckets lb SET tokens = lb.tokens + 1 WHERE lb.env_id = s AND lb.resource = r AND lb.key = k;
+          END IF;
+          INSERT INTO permit_waiters (env_id, resource, key, workflow_id, kind, concurrency)
+          VALUES (s, r, k, wf, 'concurrency', (n->>'c')::integer);
+        ELSE
+          UPDATE permit_waiters q SET woken_at = NULL WHERE q.id = mine.id;
+        END IF;
+        blocked_s := s; blocked_r := r; blocked_ms := NULL;
+        EXIT;
+      END IF;
+    END IF;
+    IF rt IS NOT NULL THEN
+      IF mine.kind = 'rate' AND mine.due_at <= clock_timestamp() THEN
+        granted := granted || jsonb_build_object('s', s, 'r', r, 'k', k, 'cap', cap, 'paid', true);
+        CONTINUE;
+      ELSIF mine.kind = 'rate' THEN
+        blocked_s := s; blocked_r := r; blocked_ms := 1000 * extract(epoch FROM mine.due_at - clock_timestamp());
+        EXIT;
+      END IF;
+      tokens := least(coalesce(bu, 1)::float8, b.tokens + rt * extract(epoch FROM clock_timestamp() - b.refilled_at));
+      IF tokens >= 1 THEN
+        UPDATE limit_buckets lb SET tokens = tokens - 1, refilled_at = clock_timestamp()
+        WHERE lb.env_id = s AND lb.resource = r AND lb.key = k;
+      ELSE
+        -- pay now for the next token free (the bucket goes below zero) and wait until it exists
+        due := clock_timestamp() + (1 - tokens) / rt * interval '1 second';
+        UPDATE limit_buckets lb SET tokens = tokens - 1, refilled_at = clock_timestamp()
+        WHERE lb.env_id = s AND lb.resource = r AND lb.key = k;
+        DELETE FROM permit_waiters q WHERE q.id = mine.id;
+        INSERT INTO permit_waiters (env_id, resource, key, workflow_id, kind, due_at, concurrency)
+        VALUES (s, r, k, wf, 'rate', due, (n->>'c')::integer);
+        blocked_s := s; blocked_r := r; blocked_ms := 1000 * extract(epoch FROM due - clock_timestamp());
+        EXIT;
+      END IF;
+    END IF;
+    granted := granted || jsonb_build_object('s', s, 'r', r, 'k', k, 'cap', cap, 'paid', false);
+  END LOOP;
+
+  IF blocked_r IS NULL THEN
+    -- every permit granted: take them, and this attempt waits for nothing any more
+    INSERT INTO permits AS p (env_id, resource, key, workflow_id, lease_token, row_version)
+    SELECT g->>'s', g->>'r', g->>'k', wf, CASE WHEN (n2->>'w')::boolean THEN NULL ELSE tok END,
+           CASE WHEN (n2->>'w')::boolean THEN NULL ELSE rv END
+    FROM jsonb_array_elements(granted) g
+    JOIN jsonb_array_elements(needs) n2 ON n2->>'s' = g->>'s' AND n2->>'r' = g->>'r' AND n2->>'k' = g->>'k'
+    WHERE g->>'cap' IS NOT NULL
+    ON CONFLICT (workflow_id, env_id, resource, key) DO UPDATE
+      SET lease_token = excluded.lease_token, row_version = excluded.row_version, acquired_at = now();
+    DELETE FROM permit_waiters q USING jsonb_array_elements(granted) g
+    WHERE q.workflow_id = wf AND q.env_id = g->>'s' AND q.resource = g->>'r' AND q.key = g->>'k';
+  ELSE
+    -- wait: let the lease go as its holder (a receipt, so no lease-taken notice), with the
+    -- wake-up time of a paid token, or none until a release wakes it
+    UPDATE workflows w
+    SET lease_token = NULL,
+        lease_expires_at = CASE WHEN blocked_ms IS NULL THEN 'infinity' ELSE clock_timestamp() + blocked_ms * interval '1 millisecond' END,
+        run_at = CASE WHEN blocked_ms IS NULL THEN 'infinity' ELSE clock_timestamp() + blocked_ms * interval '1 millisecond' END,
+        row_version = w.row_version + 1, commit_token = w.lease_token, commit_version = w.row_version + 1
+    WHERE w.id = wf AND w.lease_token = tok AND w.row_version = rv;
+    RETURN QUERY SELECT blocked_s, blocked_r, blocked_ms;
+  END IF;
+  PERFORM set_config('role', prev_role, true);
+END
+$$;
+
+--
+-- Name: apply_limit_change(text, text); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.apply_limit_change(s text, r text) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  prev_role text := current_setting('role');
+  f record;
+  n integer := 0;
+BEGIN
+  PERFORM set_config('role', 'flow_engine', true);
+  FOR f IN SELECT b.key FROM limit_buckets b WHERE b.env_id = s AND b.resource = r ORDER BY b.key FOR UPDATE LOOP
+    WITH paid AS (
+      DELETE FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = f.key AND q.kind = 'rate'
+      RETURNING q.workflow_id
+    ), refund AS (
+      UPDATE limit_buckets b SET tokens = b.tokens + (SELECT count(*) FROM paid)
+      WHERE b.env_id = s AND b.resource = r AND b.key = f.key
+    ), woke AS (
+      UPDATE workflows w SET lease_expires_at = now(), run_at = now()
+      FROM paid WHERE w.id = paid.workflow_id AND w.lease_token IS NULL
+      RETURNING w.id
+    )
+    SELECT n + count(*) INTO n FROM woke;
+    n := n + wake_permit_waiters(s, r, f.key);
+  END LOOP;
+  IF n > 0 THEN PERFORM pg_notify('flow_work', ''); END IF;
+  PERFORM pg_notify('flow_limits', '');
+  PERFORM set_config('role', prev_role, true);
+  RETURN n;
+END
+$$;
+
+--
 -- Name: workflows; Type: TABLE; Schema: flow; Owner: -
 --
 
@@ -292,6 +455,136 @@ END
 $$;
 
 --
+-- Name: permits; Type: TABLE; Schema: flow; Owner: -
+--
+
+CREATE TABLE flow.permits (
+    env_id text NOT NULL,
+    resource text NOT NULL,
+    key text NOT NULL,
+    workflow_id uuid NOT NULL,
+    lease_token uuid,
+    row_version bigint,
+    acquired_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY flow.permits FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: permit_alive(flow.permits, flow.workflows); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.permit_alive(p flow.permits, w flow.workflows) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT coalesce(CASE WHEN p.row_version IS NULL
+    THEN w.state NOT IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered')
+    ELSE w.lease_token = p.lease_token AND w.row_version = p.row_version AND w.lease_expires_at > now()
+  END, false)
+$$;
+
+--
+-- Name: release_permits(uuid, boolean); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.release_permits(wf uuid, ended boolean) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  prev_role text := current_setting('role');
+  f record;
+  n integer := 0;
+BEGIN
+  PERFORM set_config('role', 'flow_engine', true);
+  FOR f IN
+    DELETE FROM permits p WHERE p.workflow_id = wf AND (ended OR p.row_version IS NOT NULL)
+    RETURNING p.env_id, p.resource, p.key
+  LOOP
+    n := n + wake_permit_waiters(f.env_id, f.resource, f.key);
+  END LOOP;
+  PERFORM set_config('role', prev_role, true);
+  RETURN n;
+END
+$$;
+
+--
+-- Name: sweep_permits(); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.sweep_permits() RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  prev_role text := current_setting('role');
+  f record;
+  n integer := 0;
+BEGIN
+  PERFORM set_config('role', 'flow_engine', true);
+  DELETE FROM permits p USING workflows w WHERE w.id = p.workflow_id AND NOT permit_alive(p, w);
+  DELETE FROM permits p WHERE NOT EXISTS (SELECT 1 FROM workflows w WHERE w.id = p.workflow_id);
+  DELETE FROM permit_waiters q WHERE NOT EXISTS (SELECT 1 FROM workflows w WHERE w.id = q.workflow_id);
+  FOR f IN SELECT DISTINCT q.env_id, q.resource, q.key FROM permit_waiters q WHERE q.kind = 'concurrency' LOOP
+    n := n + wake_permit_waiters(f.env_id, f.resource, f.key);
+  END LOOP;
+  PERFORM set_config('role', prev_role, true);
+  RETURN n;
+END
+$$;
+
+--
+-- Name: wake_permit_waiters(text, text, text); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.wake_permit_waiters(s text, r text, k text) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  cap   integer;
+  o     limit_overrides;
+  live  integer;
+  woken integer;
+  n     integer;
+BEGIN
+  PERFORM 1 FROM limit_buckets b WHERE b.env_id = s AND b.resource = r AND b.key = k FOR UPDATE;
+  -- waiters whose instance ended wait no more
+  DELETE FROM permit_waiters q USING workflows w
+  WHERE q.env_id = s AND q.resource = r AND q.key = k AND w.id = q.workflow_id
+    AND w.state IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered');
+  SELECT * INTO o FROM limit_overrides lo WHERE lo.env_id = s AND lo.resource = r;
+  IF FOUND THEN cap := o.concurrency;
+  ELSE SELECT max(q.concurrency) INTO cap FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = k;
+  END IF;
+  IF cap IS NULL THEN
+    n := 1000000;  -- no cap (any more): every waiter goes
+  ELSE
+    SELECT count(*) INTO live FROM permits p JOIN workflows w ON w.id = p.workflow_id
+    WHERE p.env_id = s AND p.resource = r AND p.key = k AND permit_alive(p, w);
+    SELECT count(*) INTO woken FROM permit_waiters q
+    WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'concurrency'
+      AND q.woken_at > now() - interval '30 seconds';
+    n := cap - live - woken;
+  END IF;
+  IF n <= 0 THEN RETURN 0; END IF;
+  WITH first AS (
+    SELECT q.id, q.workflow_id FROM permit_waiters q
+    WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'concurrency'
+      AND (q.woken_at IS NULL OR q.woken_at <= now() - interval '30 seconds')
+    ORDER BY q.id LIMIT n
+  ), marked AS (
+    UPDATE permit_waiters q SET woken_at = now() FROM first WHERE q.id = first.id RETURNING q.workflow_id
+  ), woke AS (
+    -- only an instance nobody holds: a held one is running, and would lose its lease
+    UPDATE workflows w SET lease_expires_at = now(), run_at = now()
+    FROM marked WHERE w.id = marked.workflow_id AND w.lease_token IS NULL
+    RETURNING w.id
+  )
+  SELECT count(*) INTO n FROM woke;
+  IF n > 0 THEN PERFORM pg_notify('flow_work', ''); END IF;
+  RETURN n;
+END
+$$;
+
+--
 -- Name: with_outputs(flow.workflows[]); Type: FUNCTION; Schema: flow; Owner: -
 --
 
@@ -407,7 +700,8 @@ CREATE TABLE flow.audit (
     at timestamp with time zone DEFAULT now() NOT NULL,
     logic_id text,
     version integer,
-    CONSTRAINT audit_names_its_subject CHECK (((workflow_id IS NOT NULL) OR ((logic_id IS NOT NULL) AND (version IS NOT NULL))))
+    resource text,
+    CONSTRAINT audit_names_its_subject CHECK (((workflow_id IS NOT NULL) OR ((logic_id IS NOT NULL) AND (version IS NOT NULL)) OR (resource IS NOT NULL)))
 );
 
 ALTER TABLE ONLY flow.audit FORCE ROW LEVEL SECURITY;
@@ -513,6 +807,39 @@ CREATE TABLE flow.journal (
 ALTER TABLE ONLY flow.journal FORCE ROW LEVEL SECURITY;
 
 --
+-- Name: limit_buckets; Type: TABLE; Schema: flow; Owner: -
+--
+
+CREATE TABLE flow.limit_buckets (
+    env_id text NOT NULL,
+    resource text NOT NULL,
+    key text NOT NULL,
+    tokens double precision NOT NULL,
+    refilled_at timestamp with time zone NOT NULL
+);
+
+ALTER TABLE ONLY flow.limit_buckets FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: limit_overrides; Type: TABLE; Schema: flow; Owner: -
+--
+
+CREATE TABLE flow.limit_overrides (
+    env_id text NOT NULL,
+    resource text NOT NULL,
+    concurrency integer,
+    rate double precision,
+    burst integer,
+    updated_by text NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT limit_overrides_burst_check CHECK ((burst >= 1)),
+    CONSTRAINT limit_overrides_concurrency_check CHECK ((concurrency >= 0)),
+    CONSTRAINT limit_overrides_rate_check CHECK ((rate > (0)::double precision))
+);
+
+ALTER TABLE ONLY flow.limit_overrides FORCE ROW LEVEL SECURITY;
+
+--
 -- Name: logic_versions; Type: TABLE; Schema: flow; Owner: -
 --
 
@@ -587,6 +914,43 @@ CREATE SEQUENCE flow.outbox_id_seq
 --
 
 ALTER SEQUENCE flow.outbox_id_seq OWNED BY flow.outbox.id;
+
+--
+-- Name: permit_waiters; Type: TABLE; Schema: flow; Owner: -
+--
+
+CREATE TABLE flow.permit_waiters (
+    id bigint NOT NULL,
+    env_id text NOT NULL,
+    resource text NOT NULL,
+    key text NOT NULL,
+    workflow_id uuid NOT NULL,
+    kind text NOT NULL,
+    due_at timestamp with time zone,
+    concurrency integer,
+    woken_at timestamp with time zone,
+    since timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT permit_waiters_kind_check CHECK ((kind = ANY (ARRAY['concurrency'::text, 'rate'::text])))
+);
+
+ALTER TABLE ONLY flow.permit_waiters FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: permit_waiters_id_seq; Type: SEQUENCE; Schema: flow; Owner: -
+--
+
+CREATE SEQUENCE flow.permit_waiters_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: permit_waiters_id_seq; Type: SEQUENCE OWNED BY; Schema: flow; Owner: -
+--
+
+ALTER SEQUENCE flow.permit_waiters_id_seq OWNED BY flow.permit_waiters.id;
 
 --
 -- Name: schema_migrations; Type: TABLE; Schema: flow; Owner: -
@@ -675,6 +1039,12 @@ ALTER TABLE ONLY flow.audit ALTER COLUMN id SET DEFAULT nextval('flow.audit_id_s
 ALTER TABLE ONLY flow.outbox ALTER COLUMN id SET DEFAULT nextval('flow.outbox_id_seq'::regclass);
 
 --
+-- Name: permit_waiters id; Type: DEFAULT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.permit_waiters ALTER COLUMN id SET DEFAULT nextval('flow.permit_waiters_id_seq'::regclass);
+
+--
 -- Name: audit audit_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
 --
 
@@ -717,6 +1087,20 @@ ALTER TABLE ONLY flow.journal
     ADD CONSTRAINT journal_pkey PRIMARY KEY (workflow_id, n);
 
 --
+-- Name: limit_buckets limit_buckets_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.limit_buckets
+    ADD CONSTRAINT limit_buckets_pkey PRIMARY KEY (env_id, resource, key);
+
+--
+-- Name: limit_overrides limit_overrides_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.limit_overrides
+    ADD CONSTRAINT limit_overrides_pkey PRIMARY KEY (env_id, resource);
+
+--
 -- Name: logic_versions logic_versions_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
 --
 
@@ -736,6 +1120,27 @@ ALTER TABLE ONLY flow.modules
 
 ALTER TABLE ONLY flow.outbox
     ADD CONSTRAINT outbox_pkey PRIMARY KEY (id);
+
+--
+-- Name: permit_waiters permit_waiters_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.permit_waiters
+    ADD CONSTRAINT permit_waiters_pkey PRIMARY KEY (id);
+
+--
+-- Name: permit_waiters permit_waiters_workflow_id_env_id_resource_key_key; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.permit_waiters
+    ADD CONSTRAINT permit_waiters_workflow_id_env_id_resource_key_key UNIQUE (workflow_id, env_id, resource, key);
+
+--
+-- Name: permits permits_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.permits
+    ADD CONSTRAINT permits_pkey PRIMARY KEY (workflow_id, env_id, resource, key);
 
 --
 -- Name: schema_migrations schema_migrations_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
@@ -780,6 +1185,12 @@ ALTER TABLE ONLY flow.workflows
     ADD CONSTRAINT workflows_pkey PRIMARY KEY (id);
 
 --
+-- Name: audit_resource; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX audit_resource ON flow.audit USING btree (resource, id) WHERE (resource IS NOT NULL);
+
+--
 -- Name: audit_version; Type: INDEX; Schema: flow; Owner: -
 --
 
@@ -808,6 +1219,18 @@ CREATE INDEX outbox_due ON flow.outbox USING btree (next_attempt_at) WHERE ((del
 --
 
 CREATE INDEX outbox_workflow ON flow.outbox USING btree (workflow_id);
+
+--
+-- Name: permit_waiters_line; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX permit_waiters_line ON flow.permit_waiters USING btree (env_id, resource, key, id);
+
+--
+-- Name: permits_resource; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX permits_resource ON flow.permits USING btree (env_id, resource, key);
 
 --
 -- Name: timers_due; Type: INDEX; Schema: flow; Owner: -
@@ -972,6 +1395,18 @@ CREATE POLICY env_isolation ON flow.events TO flow_app USING ((env_id = current_
 CREATE POLICY env_isolation ON flow.journal TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
 
 --
+-- Name: limit_buckets env_isolation; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY env_isolation ON flow.limit_buckets TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
+
+--
+-- Name: limit_overrides env_isolation; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY env_isolation ON flow.limit_overrides TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
+
+--
 -- Name: logic_versions env_isolation; Type: POLICY; Schema: flow; Owner: -
 --
 
@@ -988,6 +1423,18 @@ CREATE POLICY env_isolation ON flow.modules TO flow_app USING ((env_id = current
 --
 
 CREATE POLICY env_isolation ON flow.outbox TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
+
+--
+-- Name: permit_waiters env_isolation; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY env_isolation ON flow.permit_waiters TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
+
+--
+-- Name: permits env_isolation; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY env_isolation ON flow.permits TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
 
 --
 -- Name: step_runs env_isolation; Type: POLICY; Schema: flow; Owner: -
@@ -1032,6 +1479,18 @@ ALTER TABLE flow.events ENABLE ROW LEVEL SECURITY;
 ALTER TABLE flow.journal ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: limit_buckets; Type: ROW SECURITY; Schema: flow; Owner: -
+--
+
+ALTER TABLE flow.limit_buckets ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: limit_overrides; Type: ROW SECURITY; Schema: flow; Owner: -
+--
+
+ALTER TABLE flow.limit_overrides ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: logic_versions; Type: ROW SECURITY; Schema: flow; Owner: -
 --
 
@@ -1048,6 +1507,18 @@ ALTER TABLE flow.modules ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE flow.outbox ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: permit_waiters; Type: ROW SECURITY; Schema: flow; Owner: -
+--
+
+ALTER TABLE flow.permit_waiters ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: permits; Type: ROW SECURITY; Schema: flow; Owner: -
+--
+
+ALTER TABLE flow.permits ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: change_watchers readers; Type: POLICY; Schema: flow; Owner: -
@@ -1092,6 +1563,18 @@ CREATE POLICY scheduler ON flow.events TO flow_engine USING (true) WITH CHECK (t
 CREATE POLICY scheduler ON flow.journal TO flow_engine USING (true) WITH CHECK (true);
 
 --
+-- Name: limit_buckets scheduler; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY scheduler ON flow.limit_buckets TO flow_engine USING (true) WITH CHECK (true);
+
+--
+-- Name: limit_overrides scheduler; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY scheduler ON flow.limit_overrides TO flow_engine USING (true) WITH CHECK (true);
+
+--
 -- Name: logic_versions scheduler; Type: POLICY; Schema: flow; Owner: -
 --
 
@@ -1108,6 +1591,18 @@ CREATE POLICY scheduler ON flow.modules TO flow_engine USING (true) WITH CHECK (
 --
 
 CREATE POLICY scheduler ON flow.outbox TO flow_engine USING (true) WITH CHECK (true);
+
+--
+-- Name: permit_waiters scheduler; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY scheduler ON flow.permit_waiters TO flow_engine USING (true) WITH CHECK (true);
+
+--
+-- Name: permits scheduler; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY scheduler ON flow.permits TO flow_engine USING (true) WITH CHECK (true);
 
 --
 -- Name: step_runs scheduler; Type: POLICY; Schema: flow; Owner: -
@@ -1219,6 +1714,13 @@ GRANT ALL ON FUNCTION flow.fire_due_timers(lim integer, lease_lim integer, lease
 GRANT ALL ON FUNCTION flow.fire_due_timers(lim integer, lease_lim integer, lease_ms double precision) TO flow_engine;
 
 --
+-- Name: TABLE permits; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.permits TO flow_app;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.permits TO flow_engine;
+
+--
 -- Name: FUNCTION write_effects(wf uuid, env text, p jsonb); Type: ACL; Schema: flow; Owner: -
 --
 
@@ -1275,6 +1777,20 @@ GRANT SELECT,INSERT ON TABLE flow.journal TO flow_app;
 GRANT SELECT,INSERT ON TABLE flow.journal TO flow_engine;
 
 --
+-- Name: TABLE limit_buckets; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.limit_buckets TO flow_app;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.limit_buckets TO flow_engine;
+
+--
+-- Name: TABLE limit_overrides; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.limit_overrides TO flow_app;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.limit_overrides TO flow_engine;
+
+--
 -- Name: TABLE logic_versions; Type: ACL; Schema: flow; Owner: -
 --
 
@@ -1313,6 +1829,20 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.outbox TO flow_engine;
 
 GRANT USAGE ON SEQUENCE flow.outbox_id_seq TO flow_app;
 GRANT USAGE ON SEQUENCE flow.outbox_id_seq TO flow_engine;
+
+--
+-- Name: TABLE permit_waiters; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.permit_waiters TO flow_app;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.permit_waiters TO flow_engine;
+
+--
+-- Name: SEQUENCE permit_waiters_id_seq; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT USAGE ON SEQUENCE flow.permit_waiters_id_seq TO flow_app;
+GRANT USAGE ON SEQUENCE flow.permit_waiters_id_seq TO flow_engine;
 
 --
 -- Name: TABLE step_runs; Type: ACL; Schema: flow; Owner: -
