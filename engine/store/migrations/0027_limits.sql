@@ -13,8 +13,9 @@
 -- holder's lease and row version (a step) or to the instance not having ended (a workflow), so a
 -- crashed holder's permit is dead once its lease expires and nothing leaks. An attempt without a
 -- permit leaves a waiter row and lets its lease go with no wake-up time (`infinity`): it costs no
--- attempt and nobody polls it. A rate waiter pays for its token ahead (the bucket goes below
--- zero) and wakes at the time the token exists. Whoever frees capacity wakes the first waiters
+-- attempt and nobody polls it. A rate waiter is given a time in line (1/rate after the last one
+-- given) and wakes then to take its token; tokens are only ever taken, never paid ahead, so the
+-- calls let through in any second stay within burst + rate however late a waiter wakes. Whoever frees capacity wakes the first waiters
 -- (wake_permit_waiters(): lease_expires_at = now(), so the next claim takes them), and a sweep
 -- wakes what a crashed holder left waiting.
 
@@ -37,6 +38,8 @@ CREATE TABLE limit_buckets (
   key         text        NOT NULL,
   tokens      float8      NOT NULL,
   refilled_at timestamptz NOT NULL,
+  -- the last time given to a rate waiter: the next one in line comes 1/rate after it
+  next_slot   timestamptz,
   PRIMARY KEY (env_id, resource, key)
 );
 
@@ -60,7 +63,7 @@ CREATE TABLE permit_waiters (
   resource     text        NOT NULL,
   key          text        NOT NULL,
   workflow_id  uuid        NOT NULL,
-  -- 'concurrency': waits to be woken; 'rate': has paid for a token that exists at due_at
+  -- 'concurrency': waits to be woken; 'rate': its turn for a token is at due_at
   kind         text        NOT NULL CHECK (kind IN ('concurrency', 'rate')),
   due_at       timestamptz,
   -- the configured cap when it queued (an override in force replaces it at wake-up)
@@ -156,8 +159,8 @@ $fn$;
 -- Takes every permit in `needs` for the attempt the lease (tok, rv) holds, or none. `needs` is a
 -- JSON array of {s: scope, r: resource, k: key, c: cap, rate, burst, w: workflow-wide}, the
 -- configured or declared limits (an override in force replaces them). Returns no row when all
--- were taken; else the resource that has no room and, for a rate, the milliseconds until the
--- token paid for exists. The instance then waits: its lease is let go, to be woken by a release
+-- were taken; else the resource that has no room and, for a rate, the milliseconds until its
+-- turn in line. The instance then waits: its lease is let go, to be woken by a release
 -- (cap) or when its token exists (rate).
 CREATE FUNCTION acquire_permits(wf uuid, tok uuid, rv bigint, needs jsonb)
 RETURNS TABLE (scope text, resource text, wait_ms float8)
@@ -215,11 +218,8 @@ BEGIN
                          AND (mine.id IS NULL OR mine.kind <> 'concurrency' OR q.id < mine.id));
       IF live + woken >= cap OR ahead THEN
         IF mine.id IS NULL OR mine.kind <> 'concurrency' THEN
-          -- a rate waiter's paid token goes back: it pays again when the cap lets it through
+          -- a rate waiter leaves the rate line for this one
           DELETE FROM permit_waiters q WHERE q.id = mine.id;
-          IF mine.kind = 'rate' THEN
-            UPDATE limit_buckets lb SET tokens = lb.tokens + 1 WHERE lb.env_id = s AND lb.resource = r AND lb.key = k;
-          END IF;
           INSERT INTO permit_waiters (env_id, resource, key, workflow_id, kind, concurrency)
           VALUES (s, r, k, wf, 'concurrency', (n->>'c')::integer);
         ELSE
@@ -230,34 +230,39 @@ BEGIN
       END IF;
     END IF;
     IF rt IS NOT NULL THEN
-      IF mine.kind = 'rate' AND mine.due_at <= clock_timestamp() THEN
-        granted := granted || jsonb_build_object('s', s, 'r', r, 'k', k, 'cap', cap, 'paid', true);
-        CONTINUE;
-      ELSIF mine.kind = 'rate' THEN
-        blocked_s := s; blocked_r := r; blocked_ms := 1000 * extract(epoch FROM mine.due_at - clock_timestamp());
-        EXIT;
-      END IF;
       tokens := least(coalesce(bu, 1)::float8, b.tokens + rt * extract(epoch FROM clock_timestamp() - b.refilled_at));
-      IF tokens >= 1 THEN
-        UPDATE limit_buckets lb SET tokens = tokens - 1, refilled_at = clock_timestamp()
-        WHERE lb.env_id = s AND lb.resource = r AND lb.key = k;
-      ELSE
-        -- pay now for the next token free (the bucket goes below zero) and wait until it exists
-        due := clock_timestamp() + (1 - tokens) / rt * interval '1 second';
-        UPDATE limit_buckets lb SET tokens = tokens - 1, refilled_at = clock_timestamp()
-        WHERE lb.env_id = s AND lb.resource = r AND lb.key = k;
-        DELETE FROM permit_waiters q WHERE q.id = mine.id;
-        INSERT INTO permit_waiters (env_id, resource, key, workflow_id, kind, due_at, concurrency)
-        VALUES (s, r, k, wf, 'rate', due, (n->>'c')::integer);
+      -- first come, first served: a token goes to the first in line
+      ahead := EXISTS (SELECT 1 FROM permit_waiters q
+                       WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'rate' AND q.workflow_id <> wf
+                         AND (mine.id IS NULL OR mine.kind <> 'rate' OR q.due_at < mine.due_at));
+      IF tokens < 1 OR ahead THEN
+        IF mine.kind = 'rate' THEN
+          -- in line already, and woken early or ahead of its turn: keep the place, look again soon
+          due := clock_timestamp() + (CASE WHEN tokens >= 1 THEN 1 ELSE 1 - tokens END) / rt * interval '1 second';
+          UPDATE permit_waiters q SET due_at = due WHERE q.id = mine.id;
+        ELSE
+          -- a time in line: 1/rate after the last one given, and not before a token can exist
+          due := greatest(clock_timestamp() + greatest(1 - tokens, 0) / rt * interval '1 second',
+                          coalesce(b.next_slot, '-infinity') + interval '1 second' / rt);
+          UPDATE limit_buckets lb SET next_slot = due WHERE lb.env_id = s AND lb.resource = r AND lb.key = k;
+          DELETE FROM permit_waiters q WHERE q.id = mine.id;
+          INSERT INTO permit_waiters (env_id, resource, key, workflow_id, kind, due_at, concurrency)
+          VALUES (s, r, k, wf, 'rate', due, (n->>'c')::integer);
+        END IF;
         blocked_s := s; blocked_r := r; blocked_ms := 1000 * extract(epoch FROM due - clock_timestamp());
         EXIT;
       END IF;
+      granted := granted || jsonb_build_object('s', s, 'r', r, 'k', k, 'cap', cap, 'tokens', tokens);
+      CONTINUE;
     END IF;
-    granted := granted || jsonb_build_object('s', s, 'r', r, 'k', k, 'cap', cap, 'paid', false);
+    granted := granted || jsonb_build_object('s', s, 'r', r, 'k', k, 'cap', cap);
   END LOOP;
 
   IF blocked_r IS NULL THEN
-    -- every permit granted: take them, and this attempt waits for nothing any more
+    -- every permit granted: take them (a token from each bucket), and wait for nothing any more
+    UPDATE limit_buckets lb SET tokens = (g->>'tokens')::float8 - 1, refilled_at = clock_timestamp()
+    FROM jsonb_array_elements(granted) g
+    WHERE g ? 'tokens' AND lb.env_id = g->>'s' AND lb.resource = g->>'r' AND lb.key = g->>'k';
     INSERT INTO permits AS p (env_id, resource, key, workflow_id, lease_token, row_version)
     SELECT g->>'s', g->>'r', g->>'k', wf, CASE WHEN (n2->>'w')::boolean THEN NULL ELSE tok END,
            CASE WHEN (n2->>'w')::boolean THEN NULL ELSE rv END
@@ -270,7 +275,7 @@ BEGIN
     WHERE q.workflow_id = wf AND q.env_id = g->>'s' AND q.resource = g->>'r' AND q.key = g->>'k';
   ELSE
     -- wait: let the lease go as its holder (a receipt, so no lease-taken notice), with the
-    -- wake-up time of a paid token, or none until a release wakes it
+    -- wake-up time of its turn for a token, or none until a release wakes it
     UPDATE workflows w
     SET lease_token = NULL,
         lease_expires_at = CASE WHEN blocked_ms IS NULL THEN 'infinity' ELSE clock_timestamp() + blocked_ms * interval '1 millisecond' END,
@@ -283,8 +288,8 @@ BEGIN
 END
 $fn$;
 
--- Lets go of an instance's permits (its step's, and its workflow's once `ended`), and wakes the
--- first waiters of each resource freed. Called after the commit that ends the holder's attempt,
+-- Wakes the first waiters of each resource an instance's permits held (its step's, and its
+-- workflow's once `ended`). Called after the commit that ends the holder's attempt,
 -- which has already made the step's permit dead (row_version moved on): this only wakes sooner.
 CREATE FUNCTION release_permits(wf uuid, ended boolean) RETURNS integer
 LANGUAGE plpgsql AS $fn$
@@ -294,9 +299,13 @@ DECLARE
   n integer := 0;
 BEGIN
   PERFORM set_config('role', 'flow_engine', true);
+  -- the permits are dead already (row_version moved on, or the instance ended); deleting them
+  -- is the sweep's work: this statement only looks for waiters, so it writes nothing and takes no
+  -- lock when nobody waits (the uncontended path)
   FOR f IN
-    DELETE FROM permits p WHERE p.workflow_id = wf AND (ended OR p.row_version IS NOT NULL)
-    RETURNING p.env_id, p.resource, p.key
+    SELECT DISTINCT p.env_id, p.resource, p.key FROM permits p
+    WHERE p.workflow_id = wf AND (ended OR p.row_version IS NOT NULL)
+      AND EXISTS (SELECT 1 FROM permit_waiters q WHERE q.env_id = p.env_id AND q.resource = p.resource AND q.key = p.key AND q.kind = 'concurrency')
   LOOP
     n := n + wake_permit_waiters(f.env_id, f.resource, f.key);
   END LOOP;
@@ -317,7 +326,8 @@ BEGIN
   PERFORM set_config('role', 'flow_engine', true);
   DELETE FROM permits p USING workflows w WHERE w.id = p.workflow_id AND NOT permit_alive(p, w);
   DELETE FROM permits p WHERE NOT EXISTS (SELECT 1 FROM workflows w WHERE w.id = p.workflow_id);
-  DELETE FROM permit_waiters q WHERE NOT EXISTS (SELECT 1 FROM workflows w WHERE w.id = q.workflow_id);
+  DELETE FROM permit_waiters q WHERE NOT EXISTS (SELECT 1 FROM workflows w WHERE w.id = q.workflow_id
+    AND w.state NOT IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered'));
   FOR f IN SELECT DISTINCT q.env_id, q.resource, q.key FROM permit_waiters q WHERE q.kind = 'concurrency' LOOP
     n := n + wake_permit_waiters(f.env_id, f.resource, f.key);
   END LOOP;
@@ -326,9 +336,9 @@ BEGIN
 END
 $fn$;
 
--- A limit changed (an override set or removed): no waiter keeps the old one. Rate waiters give
--- their paid tokens back and are woken to pay again at the new rate, in their order; cap waiters
--- are offered the new room at once.
+-- A limit changed (an override set or removed): no waiter keeps the old one. Rate waiters leave
+-- their line and are woken to queue again at the new rate; cap waiters are offered the new room
+-- at once.
 CREATE FUNCTION apply_limit_change(s text, r text) RETURNS integer
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -338,15 +348,14 @@ DECLARE
 BEGIN
   PERFORM set_config('role', 'flow_engine', true);
   FOR f IN SELECT b.key FROM limit_buckets b WHERE b.env_id = s AND b.resource = r ORDER BY b.key FOR UPDATE LOOP
-    WITH paid AS (
+    WITH lined AS (
       DELETE FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = f.key AND q.kind = 'rate'
       RETURNING q.workflow_id
-    ), refund AS (
-      UPDATE limit_buckets b SET tokens = b.tokens + (SELECT count(*) FROM paid)
-      WHERE b.env_id = s AND b.resource = r AND b.key = f.key
+    ), restart AS (
+      UPDATE limit_buckets b SET next_slot = NULL WHERE b.env_id = s AND b.resource = r AND b.key = f.key
     ), woke AS (
       UPDATE workflows w SET lease_expires_at = now(), run_at = now()
-      FROM paid WHERE w.id = paid.workflow_id AND w.lease_token IS NULL
+      FROM lined WHERE w.id = lined.workflow_id AND w.lease_token IS NULL
       RETURNING w.id
     )
     SELECT n + count(*) INTO n FROM woke;
