@@ -59,7 +59,9 @@ export class Permits {
   readonly #config = new Map<string, Limit>();
   #overrides = new Map<string, LimitOverride>();
   #timer: NodeJS.Timeout | null = null;
-  #unlisten: (() => Promise<void>) | null = null;
+  #unlisten: (() => Promise<void>)[] = [];
+  /** Resources (scope, resource) someone queued on lately, by when: their releases look for waiters. */
+  readonly #contended = new Map<string, number>();
 
   constructor(
     private readonly db: Db,
@@ -86,7 +88,10 @@ export class Permits {
   /** Reads the overrides and keeps them fresh; sweeps now and then. A companion of the worker pool. */
   async start(): Promise<void> {
     await this.reload();
-    this.#unlisten = await this.db.listen('flow_limits', () => void this.reload().catch(this.onError)).catch(() => null);
+    const listen = (channel: string, fn: (payload: string) => void) =>
+      this.db.listen(channel, fn).then((u) => this.#unlisten.push(u), () => {});
+    await listen('flow_limits', () => void this.reload().catch(this.onError));
+    await listen('flow_permit_waiting', (payload) => this.#contended.set(payload.replace('\n', '\u0000'), Date.now()));
     if (this.sweepMs <= 0) return;
     this.#timer = setInterval(() => void this.sweep().catch(this.onError), this.sweepMs);
     this.#timer.unref();
@@ -95,8 +100,7 @@ export class Permits {
   async stop(): Promise<void> {
     if (this.#timer !== null) clearInterval(this.#timer);
     this.#timer = null;
-    await this.#unlisten?.();
-    this.#unlisten = null;
+    await Promise.all(this.#unlisten.splice(0).map((u) => u()));
   }
 
   /** Drops dead permits and wakes what they held back (crashed holders, cancelled instances). */
@@ -149,8 +153,12 @@ export class Permits {
     return needs;
   }
 
-  /** Takes the permits, or lets the instance wait (its lease let go) and says on what. */
-  acquire(args: { id: string; token: string; rowVersion: number; needs: PermitNeed[] }): Promise<PermitWait | null> {
+  /**
+   * Takes the permits, or lets the instance wait (its lease let go) and says on what. `waiters`:
+   * whether its release must look for waiters. When none waited as it took them, a waiter that
+   * queues while it holds them is woken by the next release that finds it, or by the sweep.
+   */
+  acquire(args: { id: string; token: string; rowVersion: number; needs: PermitNeed[] }): Promise<{ wait: PermitWait | null; waiters: boolean }> {
     return acquirePermits(this.db.pool, args);
   }
 
@@ -200,6 +208,16 @@ export class Permits {
 
   #configuredIn(scope: string, resource: string): Limit | undefined {
     return this.#config.get(at(scope === EVERY_ENV ? EVERY_ENV : `$${envVarName(scope)}`, resource));
+  }
+
+  /**
+   * Whether a release of these permits should look for waiters although none waited when they
+   * were taken: someone queued on one of them since (a notice from acquire_permits(), kept a
+   * minute). A notice that comes too late leaves the waiter to the next release or the sweep.
+   */
+  contended(needs: readonly PermitNeed[]): boolean {
+    const since = Date.now() - 60_000;
+    return needs.some((n) => (this.#contended.get(at(n.scope, n.resource)) ?? 0) > since);
   }
 
   /** After the commit that ended the attempt (or the instance): wakes who waits on what it held. */

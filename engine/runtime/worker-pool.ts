@@ -24,6 +24,7 @@ import { Slots } from './slots.ts';
 import { refusedForData } from '../store/errors.ts';
 import { DEFAULT_MAX_INPUT_BYTES, DEFAULT_RETRY_AFTER_MAX_MS, type ResultLimits, storableResult, unstorableCommit } from './storable.ts';
 import type { Permits } from './permits.ts';
+import type { PermitNeed } from '../store/permits.ts';
 
 /** Whether the worker goes straight on with the instance after committing `t`, keeping its lease. */
 function keepsGoing(t: Transition, goOn: boolean): boolean {
@@ -339,18 +340,20 @@ export class WorkerPool {
       const work = claimedWork(instance);
       // the permits this work needs (none for most: no statement); without them the instance
       // waits, its lease let go by acquire_permits(), costing no attempt (migration 0027)
+      /** Whether this work took permits others wait on: its commit is followed by a release. */
       let held = false;
+      let needs: PermitNeed[] = [];
       if (this.permits !== null && work.do !== 'wakes') {
-        const needs = await this.permits.needs(logic, instance, work.do);
+        needs = await this.permits.needs(logic, instance, work.do);
         if (needs.length > 0) {
           if (lease.lost) return;
-          const wait = await lease.committing(() => this.permits!.acquire({ id: instance.id, token, rowVersion: stored.rowVersion, needs }));
+          const { wait, waiters } = await lease.committing(() => this.permits!.acquire({ id: instance.id, token, rowVersion: stored.rowVersion, needs }));
           this.observer.onPermits?.(logic, instance, needs, wait);
           if (wait !== null) {
             if (wait.wakeInMs !== null) setTimeout(() => this.wake(), wait.wakeInMs).unref();
             return;
           }
-          held = true;
+          held = waiters;
         }
       }
       const decided =
@@ -389,7 +392,7 @@ export class WorkerPool {
       this.observer.onTransition?.(stored.instance, t, committed);
       // what it held is dead with this commit (row_version moved on): wake who waits on it now
       const ended = TERMINAL_STATES.has(t.instance.state);
-      if (this.permits !== null && (held || (ended && logic.concurrency !== undefined))) {
+      if (this.permits !== null && (held || (needs.length > 0 && this.permits.contended(needs)) || (ended && logic.concurrency !== undefined))) {
         await this.permits.release({ id: instance.id, ended }).catch((err) => this.observer.onError?.(instance.id, err));
       }
       // let the timer loop look again when what it waits for may have changed: a new timer may

@@ -26,20 +26,25 @@ export interface PermitWait {
 
 /**
  * Takes every permit the attempt needs, or none: then the instance waits, its lease let go (by
- * this statement), and the answer says on what. The lease (token, row version) is the claim's.
+ * this statement), and `wait` says on what. The lease (token, row version) is the claim's.
+ * `waiters`: whether anyone waited on the permits taken (their release must then wake them).
  */
-export async function acquirePermits(on: Queryable, args: { id: string; token: string; rowVersion: number; needs: PermitNeed[] }): Promise<PermitWait | null> {
+export async function acquirePermits(
+  on: Queryable,
+  args: { id: string; token: string; rowVersion: number; needs: PermitNeed[] },
+): Promise<{ wait: PermitWait | null; waiters: boolean }> {
   const needs = args.needs.map((n) => ({ s: n.scope, r: n.resource, k: n.key, c: n.concurrency, rate: n.rate, burst: n.burst, w: n.workflowWide }));
-  const res = await on.query<{ scope: string; resource: string; wait_ms: number | null }>({
+  const res = await on.query<{ scope: string | null; resource: string | null; wait_ms: number | null; waiters: boolean }>({
     name: 'flow_acquire_permits',
-    text: 'SELECT scope, resource, wait_ms FROM acquire_permits($1, $2, $3, $4)',
+    text: 'SELECT scope, resource, wait_ms, waiters FROM acquire_permits($1, $2, $3, $4)',
     values: [args.id, args.token, args.rowVersion, JSON.stringify(needs)],
   });
   const row = res.rows[0];
-  return row === undefined ? null : { scope: row.scope, resource: row.resource, wakeInMs: row.wait_ms === null ? null : Math.max(0, Number(row.wait_ms)) };
+  if (row === undefined || row.resource === null) return { wait: null, waiters: row?.waiters ?? false };
+  return { wait: { scope: row.scope!, resource: row.resource, wakeInMs: row.wait_ms === null ? null : Math.max(0, Number(row.wait_ms)) }, waiters: true };
 }
 
-/** Drops an instance's permits (its workflow-wide ones too once it `ended`) and wakes the waiters they held back. */
+/** Wakes the waiters an instance's permits (its workflow-wide ones too once it `ended`) held back. */
 export async function releasePermits(on: Queryable, args: { id: string; ended: boolean }): Promise<number> {
   const res = await on.query<{ n: number }>({ name: 'flow_release_permits', text: 'SELECT release_permits($1, $2) AS n', values: [args.id, args.ended] });
   return res.rows[0]?.n ?? 0;

@@ -182,9 +182,9 @@ describeEachDriver('limits', (getDb) => {
     const held = new Map(claimed.map((s) => [s.instance.id, s]));
     const sa = held.get(a)!;
     const sb = held.get(b)!;
-    expect(await acquirePermits(db.pool, { id: a, token: sa.leaseToken!, rowVersion: sa.rowVersion, needs: [need] })).toBeNull();
+    expect((await acquirePermits(db.pool, { id: a, token: sa.leaseToken!, rowVersion: sa.rowVersion, needs: [need] })).wait).toBeNull();
     const wait = await acquirePermits(db.pool, { id: b, token: sb.leaseToken!, rowVersion: sb.rowVersion, needs: [need] });
-    expect(wait).toEqual({ scope: ENV, resource: 'test:dies', wakeInMs: null });
+    expect(wait.wait).toEqual({ scope: ENV, resource: 'test:dies', wakeInMs: null });
     const parked = async () =>
       (await db.pool.query<{ parked: boolean }>(`SELECT lease_expires_at = 'infinity' AS parked FROM workflows WHERE id = $1`, [b])).rows[0]!.parked;
     expect(await parked()).toBe(true);
@@ -197,6 +197,6 @@ describeEachDriver('limits', (getDb) => {
     expect(await parked()).toBe(false);
     const again = (await claimWorkflows(db.pool, { limit: 10, leaseMs: 60_000 })).find((s) => s.instance.id === b)!;
     expect(again).toBeDefined();
-    expect(await acquirePermits(db.pool, { id: b, token: again.leaseToken!, rowVersion: again.rowVersion, needs: [need] })).toBeNull();
+    expect((await acquirePermits(db.pool, { id: b, token: again.leaseToken!, rowVersion: again.rowVersion, needs: [need] })).wait).toBeNull();
   });
 });

@@ -158,12 +158,12 @@ $fn$;
 
 -- Takes every permit in `needs` for the attempt the lease (tok, rv) holds, or none. `needs` is a
 -- JSON array of {s: scope, r: resource, k: key, c: cap, rate, burst, w: workflow-wide}, the
--- configured or declared limits (an override in force replaces them). Returns no row when all
--- were taken; else the resource that has no room and, for a rate, the milliseconds until its
--- turn in line. The instance then waits: its lease is let go, to be woken by a release
+-- configured or declared limits (an override in force replaces them). When all were taken, the
+-- row's resource is NULL and `waiters` says whether anyone waits on them; else it names the
+-- resource that has no room and, for a rate, the milliseconds until its turn in line. The instance then waits: its lease is let go, to be woken by a release
 -- (cap) or when its token exists (rate).
 CREATE FUNCTION acquire_permits(wf uuid, tok uuid, rv bigint, needs jsonb)
-RETURNS TABLE (scope text, resource text, wait_ms float8)
+RETURNS TABLE (scope text, resource text, wait_ms float8, waiters boolean)
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -225,16 +225,19 @@ BEGIN
         ELSE
           UPDATE permit_waiters q SET woken_at = NULL WHERE q.id = mine.id;
         END IF;
+        -- tell the holders' engines: their releases must look for waiters from now on
+        PERFORM pg_notify('flow_permit_waiting', s || E'\n' || r);
         blocked_s := s; blocked_r := r; blocked_ms := NULL;
         EXIT;
       END IF;
     END IF;
     IF rt IS NOT NULL THEN
       tokens := least(coalesce(bu, 1)::float8, b.tokens + rt * extract(epoch FROM clock_timestamp() - b.refilled_at));
-      -- first come, first served: a token goes to the first in line
-      ahead := EXISTS (SELECT 1 FROM permit_waiters q
-                       WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'rate' AND q.workflow_id <> wf
-                         AND (mine.id IS NULL OR mine.kind <> 'rate' OR q.due_at < mine.due_at));
+      -- a newcomer joins the line behind those in it; one whose turn came takes a token if there
+      -- is one (one in line before it but late loses no turn: it takes the next token)
+      ahead := (mine.id IS NULL OR mine.kind <> 'rate')
+               AND EXISTS (SELECT 1 FROM permit_waiters q
+                           WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'rate' AND q.workflow_id <> wf);
       IF tokens < 1 OR ahead THEN
         IF mine.kind = 'rate' THEN
           -- in line already, and woken early or ahead of its turn: keep the place, look again soon
@@ -273,6 +276,11 @@ BEGIN
       SET lease_token = excluded.lease_token, row_version = excluded.row_version, acquired_at = now();
     DELETE FROM permit_waiters q USING jsonb_array_elements(granted) g
     WHERE q.workflow_id = wf AND q.env_id = g->>'s' AND q.resource = g->>'r' AND q.key = g->>'k';
+    -- whether anyone waits on what it took: if not, its holder need not look when it lets go
+    RETURN QUERY SELECT NULL::text, NULL::text, NULL::float8, EXISTS (
+      SELECT 1 FROM jsonb_array_elements(granted) g JOIN permit_waiters q
+        ON q.env_id = g->>'s' AND q.resource = g->>'r' AND q.key = g->>'k' AND q.kind = 'concurrency'
+      WHERE g->>'cap' IS NOT NULL);
   ELSE
     -- wait: let the lease go as its holder (a receipt, so no lease-taken notice), with the
     -- wake-up time of its turn for a token, or none until a release wakes it
@@ -282,7 +290,7 @@ BEGIN
         run_at = CASE WHEN blocked_ms IS NULL THEN 'infinity' ELSE clock_timestamp() + blocked_ms * interval '1 millisecond' END,
         row_version = w.row_version + 1, commit_token = w.lease_token, commit_version = w.row_version + 1
     WHERE w.id = wf AND w.lease_token = tok AND w.row_version = rv;
-    RETURN QUERY SELECT blocked_s, blocked_r, blocked_ms;
+    RETURN QUERY SELECT blocked_s, blocked_r, blocked_ms, true;
   END IF;
   PERFORM set_config('role', prev_role, true);
 END
