@@ -14,6 +14,7 @@ const BENCHES = [
   { script: 'cpu.bench.ts', quick: true },
   { script: 'compile.bench.ts', quick: true },
   { script: 'fairness.bench.ts', quick: true },
+  { script: 'limits.bench.ts', quick: true },
   { script: 'growth.bench.ts', quick: false },
   { script: 'timers.bench.ts', quick: false },
 ] as const;

@@ -201,9 +201,12 @@ BEGIN
     IF (n->>'w')::boolean AND EXISTS (SELECT 1 FROM permits p WHERE p.workflow_id = wf AND p.env_id = s AND p.resource = r AND p.key = k) THEN
       CONTINUE;
     END IF;
-    INSERT INTO limit_buckets AS lb (env_id, resource, key, tokens, refilled_at)
-    VALUES (s, r, k, coalesce(bu, 1), now()) ON CONFLICT DO NOTHING;
     SELECT * INTO b FROM limit_buckets lb WHERE lb.env_id = s AND lb.resource = r AND lb.key = k FOR UPDATE;
+    IF NOT FOUND THEN
+      INSERT INTO limit_buckets AS lb (env_id, resource, key, tokens, refilled_at)
+      VALUES (s, r, k, coalesce(bu, 1), now()) ON CONFLICT DO NOTHING;
+      SELECT * INTO b FROM limit_buckets lb WHERE lb.env_id = s AND lb.resource = r AND lb.key = k FOR UPDATE;
+    END IF;
     SELECT * INTO mine FROM permit_waiters q WHERE q.workflow_id = wf AND q.env_id = s AND q.resource = r AND q.key = k;
     IF cap IS NOT NULL THEN
       SELECT count(*) INTO live FROM permits p JOIN workflows w ON w.id = p.workflow_id
