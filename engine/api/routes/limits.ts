@@ -17,7 +17,9 @@ import { principalOf, requireScope } from '../guard.ts';
 import { BEARER, PROBLEMS } from './shared.ts';
 
 const iso = (d: Date | null) => (d === null ? null : d.toISOString());
-const info = (l: LimitState) => ({ ...l, updatedAt: iso(l.updatedAt) });
+/** A limit as the API answers it. */
+export const limitInfo = (l: LimitState) => ({ ...l, updatedAt: iso(l.updatedAt) });
+const info = limitInfo;
 
 /** A per-key resource names its definition: an admin scope narrowed to it may change its limit. */
 const logicIdOf = (resource: string) => (resource.startsWith('key:') ? resource.split(':')[1] : undefined);

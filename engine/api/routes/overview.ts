@@ -5,6 +5,7 @@ import type { Engine } from '../../runtime/engine.ts';
 import { readOverview } from '../../store/overview.ts';
 import { inEnv } from '../../store/tx.ts';
 import { principalOf, requireScope } from '../guard.ts';
+import { limitInfo } from './limits.ts';
 import { BEARER, PROBLEMS } from './shared.ts';
 
 /** The console's home page in one request: counts by state per version, stuck instances, dead letters, decisions waiting. */
@@ -24,13 +25,14 @@ export const overviewRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (
     async (req) => {
       const env = req.params.env;
       requireScope(principalOf(req), 'flow:read', undefined, 'the overview of every definition');
-      const [overview, stuck, dead] = await Promise.all([
+      const [overview, stuck, dead, limits] = await Promise.all([
         inEnv(engine.db, env, (c) => readOverview(c)),
         engine.ops.listStuck({ env, limit: 50 }),
         engine.ops.listDeadLettered({ env, limit: 50 }),
+        engine.permits.list(env),
       ]);
       const brief = ({ ctx: _ctx, ...rest }: (typeof stuck)[number]) => rest;
-      return { ...overview, stuck: stuck.map(brief), deadLettered: dead.map(brief) };
+      return { ...overview, stuck: stuck.map(brief), deadLettered: dead.map(brief), limits: limits.map(limitInfo) };
     },
   );
 };
