@@ -165,7 +165,6 @@ export class Engine {
     const limits = { maxBytes: this.#maxInputBytes, maxRetryAfterMs: opts.maxRetryAfterMs ?? DEFAULT_RETRY_AFTER_MAX_MS };
     this.permits = new Permits(opts.db, handlers, (err) => observer.onError?.(null, err), opts.permitSweepMs);
     this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, observer, opts.worker, limits, this.permits);
-    this.workers.attach(this.permits);
     this.ops = new Operations(
       opts.db,
       this.logics,

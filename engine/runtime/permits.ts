@@ -62,6 +62,7 @@ export class Permits {
   #unlisten: (() => Promise<void>)[] = [];
   /** Resources (scope, resource) someone queued on lately, by when: their releases look for waiters. */
   readonly #contended = new Map<string, number>();
+  #stopped = false;
 
   constructor(
     private readonly db: Db,
@@ -87,17 +88,24 @@ export class Permits {
 
   /** Reads the overrides and keeps them fresh; sweeps now and then. A companion of the worker pool. */
   async start(): Promise<void> {
+    this.#stopped = false;
     await this.reload();
     const listen = (channel: string, fn: (payload: string) => void) =>
       this.db.listen(channel, fn).then((u) => this.#unlisten.push(u), () => {});
     await listen('flow_limits', () => void this.reload().catch(this.onError));
     await listen('flow_permit_waiting', (payload) => this.#contended.set(payload.replace('\n', '\u0000'), Date.now()));
-    if (this.sweepMs <= 0) return;
+    if (this.#config.size > 0 || this.#overrides.size > 0) this.#armSweep();
+  }
+
+  /** The sweep runs once anything is limited here (configured, overridden, or declared by a definition this engine ran). */
+  #armSweep(): void {
+    if (this.sweepMs <= 0 || this.#timer !== null || this.#stopped) return;
     this.#timer = setInterval(() => void this.sweep().catch(this.onError), this.sweepMs);
     this.#timer.unref();
   }
 
   async stop(): Promise<void> {
+    this.#stopped = true;
     if (this.#timer !== null) clearInterval(this.#timer);
     this.#timer = null;
     await Promise.all(this.#unlisten.splice(0).map((u) => u()));
@@ -111,6 +119,7 @@ export class Permits {
   async reload(): Promise<void> {
     const rows = await asScheduler(this.db, (c) => listOverrides(c));
     this.#overrides = new Map(rows.map((o) => [at(o.scope, o.resource), o]));
+    if (rows.length > 0) this.#armSweep();
   }
 
   /** The limit in force for a resource in a scope: its override, else what is given. */
@@ -135,6 +144,7 @@ export class Permits {
       const resource = keyResource(logic.logicId, null);
       add(instance.env, resource, await keyOf(c.key, instance), this.#limit(instance.env, resource, { concurrency: c.limit, rate: null, burst: null }), true);
     }
+    if (needs.length > 0) this.#armSweep();
     if (work === 'begin') return needs;
     const running = instance.ctx.running;
     if (running === null) return needs;
@@ -150,6 +160,7 @@ export class Permits {
       const declared = { concurrency: step.concurrency.limit, rate: null, burst: null };
       add(instance.env, resource, await keyOf(step.concurrency.key, instance), this.#limit(instance.env, resource, declared));
     }
+    if (needs.length > 0) this.#armSweep();
     return needs;
   }
 

@@ -154,6 +154,8 @@ export class WorkerPool {
     await listen('flow_work', () => this.wake());
     // a lease of this pool's taken by a verb, a parent's cancel or a claim: stop before running more
     await listen('flow_lease_taken', (notice) => this.#heartbeats.taken(notice));
+    // before the loops: its reads and LISTENs must not interleave with theirs (PGlite has one connection)
+    await this.permits?.start();
     this.#loop = this.#run();
     this.#timerLoop = this.#runTimers();
     for (const loop of this.#companions) await loop.start();
@@ -181,6 +183,7 @@ export class WorkerPool {
     while (this.#inflight > 0) await sleep(10);
     await Promise.all(this.#unlisten.splice(0).map((unlisten) => unlisten()));
     await Promise.all(this.#companions.map((loop) => loop.stop()));
+    await this.permits?.stop();
   }
 
   wake(): void {

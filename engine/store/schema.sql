@@ -16,7 +16,7 @@ CREATE SCHEMA flow;
 -- Name: acquire_permits(uuid, uuid, bigint, jsonb); Type: FUNCTION; Schema: flow; Owner: -
 --
 
-CREATE FUNCTION flow.acquire_permits(wf uuid, tok uuid, rv bigint, needs jsonb) RETURNS TABLE(scope text, resource text, wait_ms double precision)
+CREATE FUNCTION flow.acquire_permits(wf uuid, tok uuid, rv bigint, needs jsonb) RETURNS TABLE(scope text, resource text, wait_ms double precision, waiters boolean)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
@@ -55,9 +55,12 @@ BEGIN
     IF (n->>'w')::boolean AND EXISTS (SELECT 1 FROM permits p WHERE p.workflow_id = wf AND p.env_id = s AND p.resource = r AND p.key = k) THEN
       CONTINUE;
     END IF;
-    INSERT INTO limit_buckets AS lb (env_id, resource, key, tokens, refilled_at)
-    VALUES (s, r, k, coalesce(bu, 1), now()) ON CONFLICT DO NOTHING;
     SELECT * INTO b FROM limit_buckets lb WHERE lb.env_id = s AND lb.resource = r AND lb.key = k FOR UPDATE;
+    IF NOT FOUND THEN
+      INSERT INTO limit_buckets AS lb (env_id, resource, key, tokens, refilled_at)
+      VALUES (s, r, k, coalesce(bu, 1), now()) ON CONFLICT DO NOTHING;
+      SELECT * INTO b FROM limit_buckets lb WHERE lb.env_id = s AND lb.resource = r AND lb.key = k FOR UPDATE;
+    END IF;
     SELECT * INTO mine FROM permit_waiters q WHERE q.workflow_id = wf AND q.env_id = s AND q.resource = r AND q.key = k;
     IF cap IS NOT NULL THEN
       SELECT count(*) INTO live FROM permits p JOIN workflows w ON w.id = p.workflow_id
@@ -72,49 +75,54 @@ BEGIN
                          AND (mine.id IS NULL OR mine.kind <> 'concurrency' OR q.id < mine.id));
       IF live + woken >= cap OR ahead THEN
         IF mine.id IS NULL OR mine.kind <> 'concurrency' THEN
-          -- a rate waiter's paid token goes back: it pays again when the cap lets it through
+          -- a rate waiter leaves the rate line for this one
           DELETE FROM permit_waiters q WHERE q.id = mine.id;
-          IF mine.kind = 'rate' THEN
-            UPDATE limit_buckets lb SET tokens = lb.tokens + 1 WHERE lb.env_id = s AND lb.resource = r AND lb.key = k;
-          END IF;
           INSERT INTO permit_waiters (env_id, resource, key, workflow_id, kind, concurrency)
           VALUES (s, r, k, wf, 'concurrency', (n->>'c')::integer);
         ELSE
           UPDATE permit_waiters q SET woken_at = NULL WHERE q.id = mine.id;
         END IF;
+        -- tell the holders' engines: their releases must look for waiters from now on
+        PERFORM pg_notify('flow_permit_waiting', s || E'\n' || r);
         blocked_s := s; blocked_r := r; blocked_ms := NULL;
         EXIT;
       END IF;
     END IF;
     IF rt IS NOT NULL THEN
-      IF mine.kind = 'rate' AND mine.due_at <= clock_timestamp() THEN
-        granted := granted || jsonb_build_object('s', s, 'r', r, 'k', k, 'cap', cap, 'paid', true);
-        CONTINUE;
-      ELSIF mine.kind = 'rate' THEN
-        blocked_s := s; blocked_r := r; blocked_ms := 1000 * extract(epoch FROM mine.due_at - clock_timestamp());
-        EXIT;
-      END IF;
       tokens := least(coalesce(bu, 1)::float8, b.tokens + rt * extract(epoch FROM clock_timestamp() - b.refilled_at));
-      IF tokens >= 1 THEN
-        UPDATE limit_buckets lb SET tokens = tokens - 1, refilled_at = clock_timestamp()
-        WHERE lb.env_id = s AND lb.resource = r AND lb.key = k;
-      ELSE
-        -- pay now for the next token free (the bucket goes below zero) and wait until it exists
-        due := clock_timestamp() + (1 - tokens) / rt * interval '1 second';
-        UPDATE limit_buckets lb SET tokens = tokens - 1, refilled_at = clock_timestamp()
-        WHERE lb.env_id = s AND lb.resource = r AND lb.key = k;
-        DELETE FROM permit_waiters q WHERE q.id = mine.id;
-        INSERT INTO permit_waiters (env_id, resource, key, workflow_id, kind, due_at, concurrency)
-        VALUES (s, r, k, wf, 'rate', due, (n->>'c')::integer);
+      -- a newcomer joins the line behind those in it; one whose turn came takes a token if there
+      -- is one (one in line before it but late loses no turn: it takes the next token)
+      ahead := (mine.id IS NULL OR mine.kind <> 'rate')
+               AND EXISTS (SELECT 1 FROM permit_waiters q
+                           WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'rate' AND q.workflow_id <> wf);
+      IF tokens < 1 OR ahead THEN
+        IF mine.kind = 'rate' THEN
+          -- in line already, and woken early or ahead of its turn: keep the place, look again soon
+          due := clock_timestamp() + (CASE WHEN tokens >= 1 THEN 1 ELSE 1 - tokens END) / rt * interval '1 second';
+          UPDATE permit_waiters q SET due_at = due WHERE q.id = mine.id;
+        ELSE
+          -- a time in line: 1/rate after the last one given, and not before a token can exist
+          due := greatest(clock_timestamp() + greatest(1 - tokens, 0) / rt * interval '1 second',
+                          coalesce(b.next_slot, '-infinity') + interval '1 second' / rt);
+          UPDATE limit_buckets lb SET next_slot = due WHERE lb.env_id = s AND lb.resource = r AND lb.key = k;
+          DELETE FROM permit_waiters q WHERE q.id = mine.id;
+          INSERT INTO permit_waiters (env_id, resource, key, workflow_id, kind, due_at, concurrency)
+          VALUES (s, r, k, wf, 'rate', due, (n->>'c')::integer);
+        END IF;
         blocked_s := s; blocked_r := r; blocked_ms := 1000 * extract(epoch FROM due - clock_timestamp());
         EXIT;
       END IF;
+      granted := granted || jsonb_build_object('s', s, 'r', r, 'k', k, 'cap', cap, 'tokens', tokens);
+      CONTINUE;
     END IF;
-    granted := granted || jsonb_build_object('s', s, 'r', r, 'k', k, 'cap', cap, 'paid', false);
+    granted := granted || jsonb_build_object('s', s, 'r', r, 'k', k, 'cap', cap);
   END LOOP;
 
   IF blocked_r IS NULL THEN
-    -- every permit granted: take them, and this attempt waits for nothing any more
+    -- every permit granted: take them (a token from each bucket), and wait for nothing any more
+    UPDATE limit_buckets lb SET tokens = (g->>'tokens')::float8 - 1, refilled_at = clock_timestamp()
+    FROM jsonb_array_elements(granted) g
+    WHERE g ? 'tokens' AND lb.env_id = g->>'s' AND lb.resource = g->>'r' AND lb.key = g->>'k';
     INSERT INTO permits AS p (env_id, resource, key, workflow_id, lease_token, row_version)
     SELECT g->>'s', g->>'r', g->>'k', wf, CASE WHEN (n2->>'w')::boolean THEN NULL ELSE tok END,
            CASE WHEN (n2->>'w')::boolean THEN NULL ELSE rv END
@@ -125,16 +133,21 @@ BEGIN
       SET lease_token = excluded.lease_token, row_version = excluded.row_version, acquired_at = now();
     DELETE FROM permit_waiters q USING jsonb_array_elements(granted) g
     WHERE q.workflow_id = wf AND q.env_id = g->>'s' AND q.resource = g->>'r' AND q.key = g->>'k';
+    -- whether anyone waits on what it took: if not, its holder need not look when it lets go
+    RETURN QUERY SELECT NULL::text, NULL::text, NULL::float8, EXISTS (
+      SELECT 1 FROM jsonb_array_elements(granted) g JOIN permit_waiters q
+        ON q.env_id = g->>'s' AND q.resource = g->>'r' AND q.key = g->>'k' AND q.kind = 'concurrency'
+      WHERE g->>'cap' IS NOT NULL);
   ELSE
     -- wait: let the lease go as its holder (a receipt, so no lease-taken notice), with the
-    -- wake-up time of a paid token, or none until a release wakes it
+    -- wake-up time of its turn for a token, or none until a release wakes it
     UPDATE workflows w
     SET lease_token = NULL,
         lease_expires_at = CASE WHEN blocked_ms IS NULL THEN 'infinity' ELSE clock_timestamp() + blocked_ms * interval '1 millisecond' END,
         run_at = CASE WHEN blocked_ms IS NULL THEN 'infinity' ELSE clock_timestamp() + blocked_ms * interval '1 millisecond' END,
         row_version = w.row_version + 1, commit_token = w.lease_token, commit_version = w.row_version + 1
     WHERE w.id = wf AND w.lease_token = tok AND w.row_version = rv;
-    RETURN QUERY SELECT blocked_s, blocked_r, blocked_ms;
+    RETURN QUERY SELECT blocked_s, blocked_r, blocked_ms, true;
   END IF;
   PERFORM set_config('role', prev_role, true);
 END
@@ -154,15 +167,14 @@ DECLARE
 BEGIN
   PERFORM set_config('role', 'flow_engine', true);
   FOR f IN SELECT b.key FROM limit_buckets b WHERE b.env_id = s AND b.resource = r ORDER BY b.key FOR UPDATE LOOP
-    WITH paid AS (
+    WITH lined AS (
       DELETE FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = f.key AND q.kind = 'rate'
       RETURNING q.workflow_id
-    ), refund AS (
-      UPDATE limit_buckets b SET tokens = b.tokens + (SELECT count(*) FROM paid)
-      WHERE b.env_id = s AND b.resource = r AND b.key = f.key
+    ), restart AS (
+      UPDATE limit_buckets b SET next_slot = NULL WHERE b.env_id = s AND b.resource = r AND b.key = f.key
     ), woke AS (
       UPDATE workflows w SET lease_expires_at = now(), run_at = now()
-      FROM paid WHERE w.id = paid.workflow_id AND w.lease_token IS NULL
+      FROM lined WHERE w.id = lined.workflow_id AND w.lease_token IS NULL
       RETURNING w.id
     )
     SELECT n + count(*) INTO n FROM woke;
@@ -496,9 +508,13 @@ DECLARE
   n integer := 0;
 BEGIN
   PERFORM set_config('role', 'flow_engine', true);
+  -- the permits are dead already (row_version moved on, or the instance ended); deleting them
+  -- is the sweep's work: this statement only looks for waiters, so it writes nothing and takes no
+  -- lock when nobody waits (the uncontended path)
   FOR f IN
-    DELETE FROM permits p WHERE p.workflow_id = wf AND (ended OR p.row_version IS NOT NULL)
-    RETURNING p.env_id, p.resource, p.key
+    SELECT DISTINCT p.env_id, p.resource, p.key FROM permits p
+    WHERE p.workflow_id = wf AND (ended OR p.row_version IS NOT NULL)
+      AND EXISTS (SELECT 1 FROM permit_waiters q WHERE q.env_id = p.env_id AND q.resource = p.resource AND q.key = p.key AND q.kind = 'concurrency')
   LOOP
     n := n + wake_permit_waiters(f.env_id, f.resource, f.key);
   END LOOP;
@@ -522,7 +538,8 @@ BEGIN
   PERFORM set_config('role', 'flow_engine', true);
   DELETE FROM permits p USING workflows w WHERE w.id = p.workflow_id AND NOT permit_alive(p, w);
   DELETE FROM permits p WHERE NOT EXISTS (SELECT 1 FROM workflows w WHERE w.id = p.workflow_id);
-  DELETE FROM permit_waiters q WHERE NOT EXISTS (SELECT 1 FROM workflows w WHERE w.id = q.workflow_id);
+  DELETE FROM permit_waiters q WHERE NOT EXISTS (SELECT 1 FROM workflows w WHERE w.id = q.workflow_id
+    AND w.state NOT IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered'));
   FOR f IN SELECT DISTINCT q.env_id, q.resource, q.key FROM permit_waiters q WHERE q.kind = 'concurrency' LOOP
     n := n + wake_permit_waiters(f.env_id, f.resource, f.key);
   END LOOP;
@@ -815,7 +832,8 @@ CREATE TABLE flow.limit_buckets (
     resource text NOT NULL,
     key text NOT NULL,
     tokens double precision NOT NULL,
-    refilled_at timestamp with time zone NOT NULL
+    refilled_at timestamp with time zone NOT NULL,
+    next_slot timestamp with time zone
 );
 
 ALTER TABLE ONLY flow.limit_buckets FORCE ROW LEVEL SECURITY;

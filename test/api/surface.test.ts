@@ -55,6 +55,11 @@ describeEachDriver('the API surface', (getDb) => {
         ...['retry', 'cancel', 'replay'].map((v) => `POST /v1/envs/{env}/bulk/${v}`),
         'GET /v1/envs/{env}/bulk/{jobId}',
         'POST /v1/envs/{env}/bulk/{jobId}/abort',
+        // limits (engine/api/routes/limits.ts)
+        'GET /v1/envs/{env}/limits',
+        'GET /v1/envs/{env}/limits/waiting',
+        'PUT /v1/envs/{env}/limits/{resource}',
+        'DELETE /v1/envs/{env}/limits/{resource}',
       ].sort(),
     );
     // the request schema refuses unknown fields, and the document says so
