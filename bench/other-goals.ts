@@ -18,6 +18,7 @@ const BENCHES = [
   { script: 'pooler.bench.ts', quick: true },
   { script: 'retention.bench.ts', quick: true },
   { script: 'search-attributes.bench.ts', quick: true },
+  { script: 'limits.bench.ts', quick: true },
   { script: 'growth.bench.ts', quick: false },
   { script: 'timers.bench.ts', quick: false },
 ] as const;

@@ -78,5 +78,8 @@ export function lowerDraft(
         }),
     ...(draft.sla === undefined ? {} : { sla: draft.sla }),
     ...((draft.schedules ?? []).length === 0 ? {} : { schedules: draft.schedules.map((s) => ({ ...s })) }),
+    ...(draft.concurrency === undefined
+      ? {}
+      : { concurrency: { key: expr(draft.concurrency.key, 'concurrency.key', STEP_ROOTS), limit: draft.concurrency.limit } }),
   };
 }

@@ -17,6 +17,7 @@ export function* expressionsOf(doc: LogicVersion): Generator<{ path: string; exp
   if (doc.output !== undefined) yield { path: 'output', expr: doc.output };
   for (const [i, trigger] of (doc.triggers ?? []).entries()) yield { path: `triggers.${i}.input`, expr: trigger.input };
   for (const [name, a] of Object.entries(doc.attributes ?? {})) if (a.value !== undefined) yield { path: `attributes.${name}.value`, expr: a.value };
+  if (doc.concurrency !== undefined) yield { path: 'concurrency.key', expr: doc.concurrency.key };
   for (const [name, step] of Object.entries(doc.steps)) yield* stepExpressions(`steps.${name}`, step);
 }
 
@@ -26,6 +27,7 @@ function* stepExpressions(at: string, step: StepDef): Generator<{ path: string; 
   if (step.compensate?.kind === 'http' && !isLiteralUrl(step.compensate.url))
     yield { path: `${at}.compensate.url`, expr: step.compensate.url };
   if ('attributes' in step) for (const [name, expr] of Object.entries(step.attributes ?? {})) yield { path: `${at}.attributes.${name}`, expr };
+  if ('concurrency' in step && step.concurrency !== undefined) yield { path: `${at}.concurrency.key`, expr: step.concurrency.key };
   switch (step.kind) {
     case 'http':
       if (!isLiteralUrl(step.url)) yield { path: `${at}.url`, expr: step.url };

@@ -65,6 +65,12 @@ const HttpConfig = {
   url: z.string().min(1),
   headers: z.record(z.string(), z.string()).optional(),
 };
+/**
+ * A per-key concurrency limit (optional, on effect steps and on the workflow): at most `limit` of
+ * the step's calls in flight, or of the workflow's instances not ended, per value of `key`.
+ */
+export const Concurrency = z.strictObject({ key: Expr, limit: z.int().min(1).max(1_000_000) });
+
 const FuncConfig = { module: z.string().min(1), export: z.string().min(1).optional() };
 
 /**
@@ -92,8 +98,8 @@ const common = {
 /** Search attributes an effect step sets when it succeeds, each from the context plus `output` (its own output). */
 const effectCommon = { attributes: z.record(AttributeName, Expr).optional() };
 
-export const ProxyStep = z.strictObject({ kind: z.literal('proxy'), ...common, ...effectCommon, ...ProxyConfig });
-export const HttpStep = z.strictObject({ kind: z.literal('http'), ...common, ...effectCommon, ...HttpConfig });
+export const ProxyStep = z.strictObject({ kind: z.literal('proxy'), ...common, ...effectCommon, ...ProxyConfig, concurrency: Concurrency.optional() });
+export const HttpStep = z.strictObject({ kind: z.literal('http'), ...common, ...effectCommon, ...HttpConfig, concurrency: Concurrency.optional() });
 export const DecisionStep = z.strictObject({
   kind: z.literal('decision'),
   ...common,
@@ -108,7 +114,7 @@ export const DelayStep = z
   .refine((s) => (s.duration === undefined) !== (s.until === undefined), {
     message: 'a delay has exactly one of duration or until',
   });
-export const FuncStep = z.strictObject({ kind: z.literal('func'), ...common, ...effectCommon, ...FuncConfig });
+export const FuncStep = z.strictObject({ kind: z.literal('func'), ...common, ...effectCommon, ...FuncConfig, concurrency: Concurrency.optional() });
 export const ChildrenStep = z.strictObject({
   kind: z.literal('children'),
   ...common,
@@ -200,6 +206,7 @@ export const LogicVersion = z.strictObject({
   attributes: z.record(AttributeName, AttributeDecl).optional(),
   sla: Sla.optional(),
   schedules: z.array(ScheduleDef).optional(),
+  concurrency: Concurrency.optional(),
   source: z.strictObject({ file: z.string(), compiler: z.string() }).partial().optional(),
 });
 
@@ -213,6 +220,7 @@ export type Target = z.infer<typeof Target>;
 export type Trigger = z.infer<typeof Trigger>;
 export type AttributeType = z.infer<typeof AttributeType>;
 export type AttributeDecl = z.infer<typeof AttributeDecl>;
+export type Concurrency = z.infer<typeof Concurrency>;
 
 export const STEP_KINDS = [
   'proxy',

@@ -216,3 +216,10 @@ export class ScheduleExists extends FlowError {
     super('FLOW_SCHEDULE_EXISTS', `schedule ${id} exists already: choose another id, or delete it first`, { status: 409 });
   }
 }
+
+/** A limit addressed in a scope it cannot have (a per-key limit under `*`, waiting instances of every env). */
+export class LimitScopeInvalid extends FlowError {
+  constructor(why: string) {
+    super('FLOW_LIMIT_SCOPE_INVALID', `${why} (the path's env is the limit's scope: an env id, or * for a handler's limit on every env)`, { status: 400 });
+  }
+}

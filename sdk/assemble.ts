@@ -15,6 +15,7 @@ export interface BuilderState {
     attributes?: Readonly<Record<string, unknown>>;
     sla?: { within: string };
     retention?: { days: number };
+    concurrency?: { key: unknown; limit: number };
   };
   readonly steps: readonly { name: string; kind: StepKind; options: Record<string, unknown> }[];
   readonly modules: readonly { name: string; options: Record<string, unknown> }[];
@@ -25,11 +26,11 @@ export interface BuilderState {
 
 /** The LogicVersion fields each kind carries besides the common ones, in contract order. */
 const KIND_FIELDS: Record<StepKind, readonly string[]> = {
-  proxy: ['handler', 'method', 'path', 'attributes'],
-  http: ['method', 'url', 'headers', 'attributes'],
+  proxy: ['handler', 'method', 'path', 'attributes', 'concurrency'],
+  http: ['method', 'url', 'headers', 'attributes', 'concurrency'],
   decision: ['options', 'schema', 'approverScope', 'deadline', 'onTimeout'],
   delay: ['duration', 'until'],
-  func: ['module', 'export', 'attributes'],
+  func: ['module', 'export', 'attributes', 'concurrency'],
   children: ['logicId', 'version', 'items', 'itemInput', 'failurePolicy'],
   emit: ['event', 'payload'],
   pass: [],
@@ -81,6 +82,7 @@ export function assembleDraft(state: BuilderState): WorkflowDraft {
     ...(state.meta.attributes === undefined ? {} : { attributes: attributesDraft(at, state.meta.attributes) }),
     ...(state.meta.sla === undefined ? {} : { sla: { within: state.meta.sla.within } }),
     schedules: state.schedules,
+    ...(state.meta.concurrency === undefined ? {} : { concurrency: concurrencyOf(state.meta.concurrency, at) }),
   };
   checkReferences(at, draft);
   return draft;
@@ -93,6 +95,7 @@ function convert(field: string, value: unknown, where: string, kind: StepKind): 
   }
   if (field === 'branches') return (value as { when: unknown; next: string }[]).map((b) => ({ when: b.when, next: b.next }));
   if (field === 'options') return [...(value as string[])];
+  if (field === 'concurrency') return concurrencyOf(value, where);
   if (field === 'compensate' || field === 'retry' || field === 'headers' || field === 'attributes') return { ...(value as object) };
   if (field === 'sla') return { within: (value as { within: string }).within };
   return value;
@@ -112,6 +115,15 @@ function attributesDraft(at: string, attributes: Readonly<Record<string, unknown
     }
   }
   return out;
+}
+
+/** A concurrency option checked: a key mapping and a whole limit ≥ 1. */
+function concurrencyOf(value: unknown, where: string): { key: DraftExpr; limit: number } {
+  const c = value as { key?: unknown; limit?: unknown };
+  if (typeof c.key !== 'function' || typeof c.limit !== 'number' || !Number.isInteger(c.limit) || c.limit < 1) {
+    throw new FlowSdkError(SdkErrorCode.invalidOption, `${where}: concurrency needs a key mapping and a whole limit >= 1`);
+  }
+  return { key: c.key as DraftExpr, limit: c.limit };
 }
 
 function isZod(value: unknown): value is z.core.$ZodType {

@@ -38,6 +38,8 @@ export interface WorkflowDraft {
   readonly output?: DraftExpr;
   readonly modules: readonly DraftModule[];
   readonly triggers: readonly { readonly event: string; readonly input: DraftExpr }[];
+  /** At most `limit` instances not ended per value of `key` (Default: none). */
+  readonly concurrency?: { readonly key: DraftExpr; readonly limit: number };
   /** Search attributes, each with its declared type and start mapping where given. */
   readonly attributes?: Readonly<Record<string, { readonly type?: 'string' | 'number' | 'time'; readonly value?: DraftExpr }>>;
   readonly sla?: { readonly within: string };

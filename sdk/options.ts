@@ -103,8 +103,23 @@ export type Compensation<Ctx, Mods extends string> =
       retry?: RetryOptions;
     };
 
+/**
+ * A per-key concurrency limit: at most `limit` at once per value of `key` — of a step's calls in
+ * flight, or (on the workflow) of its instances not ended. Work beyond it waits, without using an
+ * attempt, and is woken when one finishes. The limit can be changed at runtime through the API.
+ * @example { key: ({ input }) => input.accountId, limit: 1 }
+ */
+export interface ConcurrencyOptions<Ctx> {
+  /** The key, mapped from the context; instances with equal keys share the limit. */
+  key: Mapping<Ctx, string | number>;
+  /** How many at once per key (≥ 1). */
+  limit: number;
+}
+
 /** Options of steps with side effects, which may register a compensation. */
 export interface SideEffectOptions<Ctx, CompCtx, Mods extends string, Out extends Schema> extends InputOptions<Ctx> {
+  /** At most `limit` of this step's calls in flight per key. (Default: none) */
+  concurrency?: ConcurrencyOptions<Ctx>;
   /** Undoes this step when the workflow fails or is cancelled with compensation. (Default: none) */
   compensate?: Compensation<CompCtx, Mods>;
   /** Schema of the step's output: types `steps.<name>` for later steps. (Default: unknown) */

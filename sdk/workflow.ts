@@ -4,7 +4,7 @@ import { WORKFLOW_BRAND, type WorkflowBuilder } from './builder.ts';
 import { assembleDraft, type BuilderState } from './assemble.ts';
 import { FlowSdkError, SdkErrorCode } from './errors.ts';
 import type { StepContext } from './context.ts';
-import type { AttributeOption, Json, Schema, SlaOptions } from './options.ts';
+import type { AttributeOption, ConcurrencyOptions, Json, Schema, SlaOptions } from './options.ts';
 import { checkedSchedule } from './schedule.ts';
 
 /** The step map of a workflow without steps: no key may be read. */
@@ -36,6 +36,12 @@ export interface WorkflowOptions<InSchema extends Schema> {
   attributes?: Readonly<Record<string, AttributeOption<StepContext<Json<InSchema>, NoSteps>>>>;
   /** How long an instance may take from its start, whatever it waits for. (Default: none) */
   sla?: SlaOptions;
+  /**
+   * At most `limit` instances not ended at once per value of `key`; the others wait to begin,
+   * woken in order as one ends. (Default: none)
+   * @example { key: ({ input }) => input.accountId, limit: 1 }
+   */
+  concurrency?: ConcurrencyOptions<{ input: Json<InSchema> }>;
 }
 
 /**

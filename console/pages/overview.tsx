@@ -80,6 +80,8 @@ export function OverviewPage({ session }: PageProps) {
         </tbody>
       </table>
 
+      <Limits limits={data.limits ?? []} />
+
       <div class="columns">
         <section>
           <h2>Stuck</h2>
@@ -136,5 +138,41 @@ function Listing({ items, empty }: { items: Listed[]; empty: string }) {
         </li>
       ))}
     </ul>
+  );
+}
+
+/** The limits on this env's calls: what each allows, what holds a permit now, what waits (and the instances waiting, in the API). */
+function Limits({ limits }: { limits: NonNullable<Overview['limits']> }) {
+  if (limits.length === 0) return null;
+  return (
+    <section>
+      <h2>Limits</h2>
+      <table class="grid" data-testid="limits">
+        <thead>
+          <tr>
+            <th>resource</th>
+            <th>scope</th>
+            <th>in flight</th>
+            <th>waiting</th>
+            <th>concurrency</th>
+            <th>rate /s (burst)</th>
+            <th>from</th>
+          </tr>
+        </thead>
+        <tbody>
+          {limits.map((l) => (
+            <tr key={`${l.scope} ${l.resource}`}>
+              <td>{l.resource}</td>
+              <td>{l.scope === '*' ? 'every env' : l.scope}</td>
+              <td class="num">{l.inFlight}</td>
+              <td class="num">{l.waiting}</td>
+              <td class="num">{l.concurrency ?? '—'}</td>
+              <td class="num">{l.rate === null ? '—' : `${l.rate} (${l.burst ?? 1})`}</td>
+              <td>{l.source === 'override' ? `set by ${l.updatedBy ?? '?'}` : l.source}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </section>
   );
 }

@@ -17,3 +17,4 @@ export * from './verbs.ts';
 export * from './workflows.ts';
 export * from './history.ts';
 export * from './attributes.ts';
+export * from './limits.ts';

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { LimitInfo } from './limits.ts';
 import { WorkflowSummary } from './workflows.ts';
 
 /** An instance the Overview lists as stuck or dead-lettered, and why (`dead_lettered`, or a stuck reason). */
@@ -27,6 +28,8 @@ export const Overview = z
       count: z.int(),
       recent: z.array(z.object({ id: z.string(), logicId: z.string(), step: z.string().nullable(), within: z.string(), breachedAt: z.string() })),
     }),
+    /** The limits in force for the env's calls (handlers, keys), with permits held and instances waiting. */
+    limits: z.array(LimitInfo).optional(),
   })
   .meta({ id: 'Overview' });
 export type Overview = z.infer<typeof Overview>;

@@ -9,6 +9,7 @@ import { type ConsoleOptions, consolePlugin } from './console.ts';
 import { installGuard } from './guard.ts';
 import { frameworkErrors, installProblemHandlers } from './problem.ts';
 import { redactingLogger } from './redact.ts';
+import { limitRoutes } from './routes/limits.ts';
 import { callbackRoutes } from './routes/callbacks.ts';
 import { decisionRoutes } from './routes/decisions.ts';
 import { eventRoutes } from './routes/events.ts';
@@ -104,6 +105,7 @@ export async function buildApi(opts: ApiOptions): Promise<Api> {
   await app.register(historyRoutes, { engine });
   await app.register(decisionRoutes, { engine });
   await app.register(callbackRoutes, { engine });
+  await app.register(limitRoutes, { engine });
   await app.register(eventRoutes, { engine });
   await app.register(scheduleRoutes, { engine });
   if (opts.console !== false) await app.register(consolePlugin, { engine, ...opts.console });

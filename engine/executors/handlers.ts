@@ -1,4 +1,5 @@
 import type { HandlerServes } from '../../contracts/grants.ts';
+import { ConfigInvalid } from '../errors.ts';
 import { UnknownHandler } from './errors.ts';
 import { type IdentitySettings, IDENTITY_VARIABLES, parseIdentityKey } from './m2m/settings.ts';
 
@@ -28,7 +29,23 @@ export interface HandlerProfile {
   identity?: IdentitySettings;
   /** Per-env identity variables (`…__<ENV>`), keyed by `envVarName(env)`; each overrides the profile's. */
   envIdentity?: ReadonlyMap<string, IdentitySettings>;
+  /**
+   * Calls to this handler from every env at once (`FLOW_HANDLER_<NAME>_CONCURRENCY`, `_RATE` per
+   * second, `_BURST`; engine/runtime/permits.ts). Unset: unlimited.
+   */
+  limit?: HandlerLimit;
+  /** Per-env `FLOW_HANDLER_<NAME>_CONCURRENCY__<ENV>` (…`_RATE__`, `_BURST__`), keyed by `envVarName(env)`: a further limit on that env's calls. */
+  envLimits?: ReadonlyMap<string, HandlerLimit>;
 }
+
+/** A handler's limit as configured: calls in flight, and a token bucket (per second, with a burst; Default burst: 1). */
+export interface HandlerLimit {
+  concurrency: number | null;
+  rate: number | null;
+  burst: number | null;
+}
+
+const LIMIT_FIELDS = { CONCURRENCY: 'concurrency', RATE: 'rate', BURST: 'burst' } as const;
 
 export type HandlerProfiles = ReadonlyMap<string, HandlerProfile>;
 
@@ -60,6 +77,8 @@ export function loadHandlerProfiles(env: NodeJS.ProcessEnv = process.env, overri
   const envServes = new Map<string, Map<string, string[]>>();
   const identity = new Map<string, IdentitySettings>();
   const envIdentity = new Map<string, Map<string, IdentitySettings>>();
+  /** `<NAME>` → `''` (every env) or `<ENV>` → the limit's raw fields. */
+  const limits = new Map<string, Map<string, Record<string, string>>>();
   for (const [key, value] of Object.entries(env)) {
     if (value === undefined || value === '') continue;
     // first: `_OAUTH_INITIAL_ACCESS_TOKEN` must not read as a `_TOKEN`
@@ -73,6 +92,13 @@ export function loadHandlerProfiles(env: NodeJS.ProcessEnv = process.env, overri
         perEnv.set(e, { ...perEnv.get(e), [field]: value });
         envIdentity.set(name, perEnv);
       }
+      continue;
+    }
+    const limit = /^FLOW_HANDLER_(.+)_(CONCURRENCY|RATE|BURST)(?:__(.+))?$/.exec(key);
+    if (limit !== null) {
+      const perName = limits.get(limit[1]!) ?? new Map<string, Record<string, string>>();
+      perName.set(limit[3] ?? '', { ...perName.get(limit[3] ?? ''), [limit[2]!]: value });
+      limits.set(limit[1]!, perName);
       continue;
     }
     const servesPerEnv = /^FLOW_HANDLER_(.+)_SERVES__(.+)$/.exec(key);
@@ -101,7 +127,12 @@ export function loadHandlerProfiles(env: NodeJS.ProcessEnv = process.env, overri
     const perEnvGlobs = envServes.get(name);
     const ownIdentity = identity.get(name);
     const perEnvIdentity = envIdentity.get(name);
+    const raw = limits.get(name) ?? new Map<string, Record<string, string>>();
+    const all = raw.get('');
+    const perEnvLimits = new Map([...raw].filter(([e]) => e !== '').map(([e, f]) => [e, handlerLimit(name, `__${e}`, f)]));
     profiles.set(name, {
+      ...(all === undefined ? {} : { limit: handlerLimit(name, '', all) }),
+      ...(perEnvLimits.size === 0 ? {} : { envLimits: perEnvLimits }),
       url,
       ...(token ? { token } : {}),
       ...(perEnv ? { envTokens: perEnv } : {}),
@@ -112,6 +143,22 @@ export function loadHandlerProfiles(env: NodeJS.ProcessEnv = process.env, overri
     });
   }
   return profiles;
+}
+
+/** A limit's fields from its variables; a value that is not a positive number stops boot (FLOW_CONFIG_INVALID). */
+function handlerLimit(name: string, suffix: string, raw: Record<string, string>): HandlerLimit {
+  const limit: HandlerLimit = { concurrency: null, rate: null, burst: null };
+  for (const [field, key] of Object.entries(LIMIT_FIELDS)) {
+    const value = raw[field];
+    if (value === undefined) continue;
+    const n = Number(value);
+    const whole = field !== 'RATE';
+    if (!Number.isFinite(n) || n <= 0 || (whole && !Number.isInteger(n))) {
+      throw new ConfigInvalid(`FLOW_HANDLER_${name}_${field}${suffix}`, whole ? 'must be a whole number ≥ 1' : 'must be a number > 0 (calls per second)');
+    }
+    limit[key] = n;
+  }
+  return limit;
 }
 
 export function resolveHandler(profiles: HandlerProfiles, name: string): HandlerProfile {

@@ -43,6 +43,7 @@ import { type WorkerOptions, WorkerPool } from './worker-pool.ts';
 import { HistoryVerbs } from './history-verbs.ts';
 import { Retention, type RetentionOptions } from './retention.ts';
 import { Schedules } from './schedules.ts';
+import { Permits } from './permits.ts';
 
 /**
  * How long a completion that overtook the commit of its step's 202 answer waits for that commit
@@ -109,6 +110,8 @@ export interface EngineOptions {
    * (FLOW_RETENTION_DAYS, FLOW_RETENTION_DAYS__<ENV>, FLOW_ARCHIVE_DIR). (Default: kept for ever)
    */
   retention?: RetentionOptions;
+  /** How often this engine sweeps permits a crashed holder left (runtime/permits.ts). (Default: 1000) */
+  permitSweepMs?: number;
   /** When an instance counts as stuck in listings and the Overview. (Default: pending a minute, parked on a 202 without timeoutMs a day) */
   stuck?: Partial<StuckThresholds>;
   /**
@@ -163,6 +166,8 @@ export class Engine {
   readonly #callbackHosts: ReadonlySet<string>;
   readonly #maxInputBytes: number;
 
+  /** Handler and per-key limits: what is limited, and the permits (runtime/permits.ts). */
+  readonly permits: Permits;
   /** Prometheus metrics (`flow_*`); `render()` gives the `/metrics` body. */
   readonly metrics: EngineMetrics;
   /** The structured log (EngineOptions.logger): the runtime's lines, with `instanceFields()` on each. */
@@ -214,7 +219,8 @@ export class Engine {
     const observer = observeAll(this.metrics, logObserver(this.log), opts.observer ?? {});
     this.#observer = observer;
     const limits = { maxBytes: this.#maxInputBytes, maxRetryAfterMs: opts.maxRetryAfterMs ?? DEFAULT_RETRY_AFTER_MAX_MS };
-    this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, observer, opts.worker, limits);
+    this.permits = new Permits(opts.db, handlers, (err) => observer.onError?.(null, err), opts.permitSweepMs);
+    this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, observer, opts.worker, limits, this.permits);
     this.ops = new Operations(
       opts.db,
       this.logics,
@@ -482,6 +488,9 @@ function observeAll(...all: TransitionObserver[]): TransitionObserver {
     },
     onSlaBreached: (breach) => {
       for (const o of all) o.onSlaBreached?.(breach);
+    },
+    onPermits: (logic, instance, needs, wait) => {
+      for (const o of all) o.onPermits?.(logic, instance, needs, wait);
     },
   };
 }

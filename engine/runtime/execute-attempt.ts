@@ -72,7 +72,8 @@ export function startAhead(logic: LogicVersion, instance: Instance, executors: E
   ahead?.(def, { logic, instance, running, input: running.input, timeoutMs: cappedTimeoutMs(logic, running, def.kind, caps) });
 }
 
-function effectOf(logic: LogicVersion, running: Running): EffectDef | undefined {
+/** The effect the prepared attempt runs: the step's, or its compensation's. */
+export function effectOf(logic: LogicVersion, running: Running): EffectDef | undefined {
   const step = logic.steps[running.step];
   return (running.kind === 'step' ? step : step?.compensate) as EffectDef | undefined;
 }

@@ -5,6 +5,7 @@ import type { Instance } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
 import type { EffectResult } from '../executors/index.ts';
 import type { Db } from '../store/db.ts';
+import { limitLoads, type PermitNeed, type PermitWait } from '../store/permits.ts';
 import { readGauges } from '../store/read-gauges.ts';
 import type { Stored } from '../store/rows.ts';
 import type { SlaBreachFired } from '../store/timers.ts';
@@ -48,6 +49,11 @@ export class EngineMetrics implements TransitionObserver {
     registers: [this.registry],
   });
 
+  readonly #limitInFlight = new Gauge({ name: 'flow_limit_in_flight', help: 'Permits held now per limited resource (handler:<NAME> or key:<logicId>:<step>), by scope (an env, or * for every env)', labelNames: ['scope', 'resource'], registers: [this.registry] });
+  readonly #limitWaiting = new Gauge({ name: 'flow_limit_waiting', help: 'Instances waiting for a permit per limited resource, by scope', labelNames: ['scope', 'resource'], registers: [this.registry] });
+  readonly #limitGranted = new Counter({ name: 'flow_limit_granted_total', help: 'Permits this process took per limited resource (its rate() is the calls let through)', labelNames: ['scope', 'resource'], registers: [this.registry] });
+  readonly #limitWaits = new Counter({ name: 'flow_limit_waits_total', help: 'Times work waited for a permit, by resource and reason (concurrency or rate)', labelNames: ['scope', 'resource', 'reason'], registers: [this.registry] });
+
   constructor(db: Db) {
     this.#db = db;
   }
@@ -65,6 +71,12 @@ export class EngineMetrics implements TransitionObserver {
       else if (r.metric === 'runnable') this.#runnable.set(r.value);
       else this.#oldest.set(r.value);
     }
+    this.#limitInFlight.reset();
+    this.#limitWaiting.reset();
+    for (const l of await asScheduler(this.#db, (c) => limitLoads(c, null))) {
+      this.#limitInFlight.inc({ scope: l.scope, resource: l.resource }, l.inFlight);
+      this.#limitWaiting.inc({ scope: l.scope, resource: l.resource }, l.waiting);
+    }
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
 
@@ -78,6 +90,11 @@ export class EngineMetrics implements TransitionObserver {
     const outcome = result.status === 'failed' ? (result.retryable ? 'failed_transient' : 'failed_permanent') : result.status;
     this.#stepSeconds.observe({ kind, outcome }, seconds);
     if (compensation) this.#compensations.inc({ outcome });
+  }
+
+  onPermits(_logic: LogicVersion, _instance: Instance, needs: readonly PermitNeed[], wait: PermitWait | null): void {
+    if (wait !== null) this.#limitWaits.inc({ scope: wait.scope, resource: wait.resource, reason: wait.wakeInMs === null ? 'concurrency' : 'rate' });
+    else for (const n of needs) this.#limitGranted.inc({ scope: n.scope, resource: n.resource });
   }
 
   onTransition(from: Instance, t: Transition, committed: boolean): void {

@@ -2,6 +2,7 @@ import type { LogicVersion } from '../../contracts/index.ts';
 import type { Instance } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
 import type { EffectResult } from '../executors/index.ts';
+import type { PermitNeed, PermitWait } from '../store/permits.ts';
 import type { Stored } from '../store/rows.ts';
 import type { SlaBreachFired } from '../store/timers.ts';
 
@@ -26,4 +27,6 @@ export interface TransitionObserver {
    * committed. `held` is the instance as its holder last had it (claimed, or last committed).
    */
   onLeaseLost?(workflowId: string, held?: Instance): void;
+  /** The instance's work needed permits (runtime/permits.ts): taken (`wait` null), or it waits for `wait.resource`. */
+  onPermits?(logic: LogicVersion, instance: Instance, needs: readonly PermitNeed[], wait: PermitWait | null): void;
 }

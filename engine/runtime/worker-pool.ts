@@ -25,6 +25,8 @@ import { Slots } from './slots.ts';
 import { instanceContext, traceAttempt, traceQueueWait, traceWakes } from './trace-spans.ts';
 import { refusedForData } from '../store/errors.ts';
 import { DEFAULT_MAX_INPUT_BYTES, DEFAULT_RETRY_AFTER_MAX_MS, type ResultLimits, storableResult, unstorableCommit } from './storable.ts';
+import type { Permits } from './permits.ts';
+import type { PermitNeed } from '../store/permits.ts';
 
 /** Whether the worker goes straight on with the instance after committing `t`, keeping its lease. */
 function keepsGoing(t: Transition, goOn: boolean): boolean {
@@ -128,6 +130,8 @@ export class WorkerPool {
     opts: WorkerOptions = {},
     /** What an executor's result must fit to be recorded (storable.ts). */
     private readonly limits: ResultLimits = { maxBytes: DEFAULT_MAX_INPUT_BYTES, maxRetryAfterMs: DEFAULT_RETRY_AFTER_MAX_MS },
+    /** The permits limited calls and keys need (permits.ts); none: nothing is limited. */
+    private readonly permits: Permits | null = null,
   ) {
     this.concurrency = opts.concurrency ?? 16;
     this.leaseMs = opts.leaseMs ?? 30_000;
@@ -154,6 +158,8 @@ export class WorkerPool {
     await listen('flow_work', () => this.wake());
     // a lease of this pool's taken by a verb, a parent's cancel or a claim: stop before running more
     await listen('flow_lease_taken', (notice) => this.#heartbeats.taken(notice));
+    // before the loops: its reads and LISTENs must not interleave with theirs (PGlite has one connection)
+    await this.permits?.start();
     this.#loop = this.#run();
     this.#timerLoop = this.#runTimers();
     for (const loop of this.#companions) await loop.start();
@@ -209,6 +215,7 @@ export class WorkerPool {
     while (this.#inflight > 0) await sleep(10);
     await Promise.all(this.#unlisten.splice(0).map((unlisten) => unlisten()));
     await Promise.all(this.#companions.map((loop) => loop.stop()));
+    await this.permits?.stop();
   }
 
   wake(): void {
@@ -376,6 +383,24 @@ export class WorkerPool {
       // the core gives the final state: `processing` where this worker goes on with the next attempt
       const goOn = !this.#stopping;
       const work = claimedWork(instance);
+      // the permits this work needs (none for most: no statement); without them the instance
+      // waits, its lease let go by acquire_permits(), costing no attempt (migration 0027)
+      /** Whether this work took permits others wait on: its commit is followed by a release. */
+      let held = false;
+      let needs: PermitNeed[] = [];
+      if (this.permits !== null && work.do !== 'wakes') {
+        needs = await this.permits.needs(logic, instance, work.do);
+        if (needs.length > 0) {
+          if (lease.lost) return;
+          const { wait, waiters } = await lease.committing(() => this.permits!.acquire({ id: instance.id, token, rowVersion: stored.rowVersion, needs }));
+          this.observer.onPermits?.(logic, instance, needs, wait);
+          if (wait !== null) {
+            if (wait.wakeInMs !== null) setTimeout(() => this.wake(), wait.wakeInMs).unref();
+            return;
+          }
+          held = waiters;
+        }
+      }
       const decided =
         work.do === 'begin'
           ? { t: (await apply(logic, instance, work.event, goOn))!, event: work.event }
@@ -410,6 +435,11 @@ export class WorkerPool {
         committed = await lease.committing(() => this.#commit(stored, t, event, token, keep ? { token, ttlMs: this.leaseMs } : null));
       }
       this.observer.onTransition?.(stored.instance, t, committed);
+      // what it held is dead with this commit (row_version moved on): wake who waits on it now
+      const ended = TERMINAL_STATES.has(t.instance.state);
+      if (this.permits !== null && (held || (needs.length > 0 && this.permits.contended(needs)) || (ended && logic.concurrency !== undefined))) {
+        await this.permits.release({ id: instance.id, ended }).catch((err) => this.observer.onError?.(instance.id, err));
+      }
       // let the timer loop look again when what it waits for may have changed: a new timer may
       // fall due before its next poll, and a child that ended left its parent a signal due now
       const childEnded = t.instance.parentId !== null && TERMINAL_STATES.has(t.instance.state);

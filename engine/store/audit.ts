@@ -51,3 +51,18 @@ export async function envOfWorkflow(c: Client, id: string): Promise<string | nul
   const res = await c.query<{ env_id: string }>('SELECT env_id FROM workflows WHERE id = $1', [id]);
   return res.rows[0]?.env_id ?? null;
 }
+
+/** An audit row about a limit (set or removed through the API): `env` is its scope, an env or `*`. */
+export type LimitAuditEntry = Omit<AuditRow, 'at'> & { env: string; resource: string };
+
+export async function insertLimitAudit(c: Client, e: LimitAuditEntry): Promise<void> {
+  await c.query(
+    `INSERT INTO audit (env_id, resource, verb, actor, reason, args, before, after) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    [e.env, e.resource, e.verb, e.actor, e.reason, JSON.stringify(e.args ?? {}), JSON.stringify(e.before), JSON.stringify(e.after)],
+  );
+}
+
+export async function listLimitAudit(c: Client, resource: string): Promise<AuditRow[]> {
+  const res = await c.query<AuditRow>('SELECT verb, actor, reason, args, before, after, at FROM audit WHERE resource = $1 ORDER BY id', [resource]);
+  return res.rows;
+}

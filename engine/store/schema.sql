@@ -13,6 +13,181 @@
 CREATE SCHEMA flow;
 
 --
+-- Name: acquire_permits(uuid, uuid, bigint, jsonb); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.acquire_permits(wf uuid, tok uuid, rv bigint, needs jsonb) RETURNS TABLE(scope text, resource text, wait_ms double precision, waiters boolean)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+  prev_role text := current_setting('role');
+  n      jsonb;
+  s      text;
+  r      text;
+  k      text;
+  cap    integer;
+  rt     float8;
+  bu     integer;
+  o      limit_overrides;
+  b      limit_buckets;
+  mine   permit_waiters;
+  live   integer;
+  woken  integer;
+  ahead  boolean;
+  tokens float8;
+  due    timestamptz;
+  blocked_r text;
+  blocked_s text;
+  blocked_ms float8;
+  granted jsonb := '[]';
+BEGIN
+  PERFORM set_config('role', 'flow_engine', true);
+  -- in one order, so two acquirers never wait on each other's bucket rows in turn
+  FOR n IN SELECT e.value FROM jsonb_array_elements(needs) e ORDER BY e.value->>'s', e.value->>'r', e.value->>'k' LOOP
+    s := n->>'s'; r := n->>'r'; k := n->>'k';
+    SELECT * INTO o FROM limit_overrides lo WHERE lo.env_id = s AND lo.resource = r;
+    IF FOUND THEN cap := o.concurrency; rt := o.rate; bu := o.burst;
+    ELSE cap := (n->>'c')::integer; rt := (n->>'rate')::float8; bu := (n->>'burst')::integer;
+    END IF;
+    CONTINUE WHEN cap IS NULL AND rt IS NULL;
+    -- a workflow's permit, once taken, is held until it ends: its later attempts pass
+    IF (n->>'w')::boolean AND EXISTS (SELECT 1 FROM permits p WHERE p.workflow_id = wf AND p.env_id = s AND p.resource = r AND p.key = k) THEN
+      CONTINUE;
+    END IF;
+    SELECT * INTO b FROM limit_buckets lb WHERE lb.env_id = s AND lb.resource = r AND lb.key = k FOR UPDATE;
+    IF NOT FOUND THEN
+      INSERT INTO limit_buckets AS lb (env_id, resource, key, tokens, refilled_at)
+      VALUES (s, r, k, coalesce(bu, 1), now()) ON CONFLICT DO NOTHING;
+      SELECT * INTO b FROM limit_buckets lb WHERE lb.env_id = s AND lb.resource = r AND lb.key = k FOR UPDATE;
+    END IF;
+    SELECT * INTO mine FROM permit_waiters q WHERE q.workflow_id = wf AND q.env_id = s AND q.resource = r AND q.key = k;
+    IF cap IS NOT NULL THEN
+      SELECT count(*) INTO live FROM permits p JOIN workflows w ON w.id = p.workflow_id
+      WHERE p.env_id = s AND p.resource = r AND p.key = k AND p.workflow_id <> wf AND permit_alive(p, w);
+      SELECT count(*) INTO woken FROM permit_waiters q
+      WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'concurrency' AND q.workflow_id <> wf
+        AND q.woken_at > now() - interval '30 seconds';
+      -- first come, first served: a newcomer queues behind anyone waiting to be woken
+      ahead := EXISTS (SELECT 1 FROM permit_waiters q
+                       WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'concurrency'
+                         AND q.workflow_id <> wf AND q.woken_at IS NULL
+                         AND (mine.id IS NULL OR mine.kind <> 'concurrency' OR q.id < mine.id));
+      IF live + woken >= cap OR ahead THEN
+        IF mine.id IS NULL OR mine.kind <> 'concurrency' THEN
+          -- a rate waiter leaves the rate line for this one
+          DELETE FROM permit_waiters q WHERE q.id = mine.id;
+          INSERT INTO permit_waiters (env_id, resource, key, workflow_id, kind, concurrency)
+          VALUES (s, r, k, wf, 'concurrency', (n->>'c')::integer);
+        ELSE
+          UPDATE permit_waiters q SET woken_at = NULL WHERE q.id = mine.id;
+        END IF;
+        -- tell the holders' engines: their releases must look for waiters from now on
+        PERFORM pg_notify('flow_permit_waiting', s || E'\n' || r);
+        blocked_s := s; blocked_r := r; blocked_ms := NULL;
+        EXIT;
+      END IF;
+    END IF;
+    IF rt IS NOT NULL THEN
+      tokens := least(coalesce(bu, 1)::float8, b.tokens + rt * extract(epoch FROM clock_timestamp() - b.refilled_at));
+      -- a newcomer joins the line behind those in it; one whose turn came takes a token if there
+      -- is one (one in line before it but late loses no turn: it takes the next token)
+      ahead := (mine.id IS NULL OR mine.kind <> 'rate')
+               AND EXISTS (SELECT 1 FROM permit_waiters q
+                           WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'rate' AND q.workflow_id <> wf);
+      IF tokens < 1 OR ahead THEN
+        IF mine.kind = 'rate' THEN
+          -- in line already, and woken early or ahead of its turn: keep the place, look again soon
+          due := clock_timestamp() + (CASE WHEN tokens >= 1 THEN 1 ELSE 1 - tokens END) / rt * interval '1 second';
+          UPDATE permit_waiters q SET due_at = due WHERE q.id = mine.id;
+        ELSE
+          -- a time in line: 1/rate after the last one given, and not before a token can exist
+          due := greatest(clock_timestamp() + greatest(1 - tokens, 0) / rt * interval '1 second',
+                          coalesce(b.next_slot, '-infinity') + interval '1 second' / rt);
+          UPDATE limit_buckets lb SET next_slot = due WHERE lb.env_id = s AND lb.resource = r AND lb.key = k;
+          DELETE FROM permit_waiters q WHERE q.id = mine.id;
+          INSERT INTO permit_waiters (env_id, resource, key, workflow_id, kind, due_at, concurrency)
+          VALUES (s, r, k, wf, 'rate', due, (n->>'c')::integer);
+        END IF;
+        blocked_s := s; blocked_r := r; blocked_ms := 1000 * extract(epoch FROM due - clock_timestamp());
+        EXIT;
+      END IF;
+      granted := granted || jsonb_build_object('s', s, 'r', r, 'k', k, 'cap', cap, 'tokens', tokens);
+      CONTINUE;
+    END IF;
+    granted := granted || jsonb_build_object('s', s, 'r', r, 'k', k, 'cap', cap);
+  END LOOP;
+
+  IF blocked_r IS NULL THEN
+    -- every permit granted: take them (a token from each bucket), and wait for nothing any more
+    UPDATE limit_buckets lb SET tokens = (g->>'tokens')::float8 - 1, refilled_at = clock_timestamp()
+    FROM jsonb_array_elements(granted) g
+    WHERE g ? 'tokens' AND lb.env_id = g->>'s' AND lb.resource = g->>'r' AND lb.key = g->>'k';
+    INSERT INTO permits AS p (env_id, resource, key, workflow_id, lease_token, row_version)
+    SELECT g->>'s', g->>'r', g->>'k', wf, CASE WHEN (n2->>'w')::boolean THEN NULL ELSE tok END,
+           CASE WHEN (n2->>'w')::boolean THEN NULL ELSE rv END
+    FROM jsonb_array_elements(granted) g
+    JOIN jsonb_array_elements(needs) n2 ON n2->>'s' = g->>'s' AND n2->>'r' = g->>'r' AND n2->>'k' = g->>'k'
+    WHERE g->>'cap' IS NOT NULL
+    ON CONFLICT (workflow_id, env_id, resource, key) DO UPDATE
+      SET lease_token = excluded.lease_token, row_version = excluded.row_version, acquired_at = now();
+    DELETE FROM permit_waiters q USING jsonb_array_elements(granted) g
+    WHERE q.workflow_id = wf AND q.env_id = g->>'s' AND q.resource = g->>'r' AND q.key = g->>'k';
+    -- whether anyone waits on what it took: if not, its holder need not look when it lets go
+    RETURN QUERY SELECT NULL::text, NULL::text, NULL::float8, EXISTS (
+      SELECT 1 FROM jsonb_array_elements(granted) g JOIN permit_waiters q
+        ON q.env_id = g->>'s' AND q.resource = g->>'r' AND q.key = g->>'k' AND q.kind = 'concurrency'
+      WHERE g->>'cap' IS NOT NULL);
+  ELSE
+    -- wait: let the lease go as its holder (a receipt, so no lease-taken notice), with the
+    -- wake-up time of its turn for a token, or none until a release wakes it
+    UPDATE workflows w
+    SET lease_token = NULL,
+        lease_expires_at = CASE WHEN blocked_ms IS NULL THEN 'infinity' ELSE clock_timestamp() + blocked_ms * interval '1 millisecond' END,
+        run_at = CASE WHEN blocked_ms IS NULL THEN 'infinity' ELSE clock_timestamp() + blocked_ms * interval '1 millisecond' END,
+        row_version = w.row_version + 1, commit_token = w.lease_token, commit_version = w.row_version + 1
+    WHERE w.id = wf AND w.lease_token = tok AND w.row_version = rv;
+    RETURN QUERY SELECT blocked_s, blocked_r, blocked_ms, true;
+  END IF;
+  PERFORM set_config('role', prev_role, true);
+END
+$$;
+
+--
+-- Name: apply_limit_change(text, text); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.apply_limit_change(s text, r text) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  prev_role text := current_setting('role');
+  f record;
+  n integer := 0;
+BEGIN
+  PERFORM set_config('role', 'flow_engine', true);
+  FOR f IN SELECT b.key FROM limit_buckets b WHERE b.env_id = s AND b.resource = r ORDER BY b.key FOR UPDATE LOOP
+    WITH lined AS (
+      DELETE FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = f.key AND q.kind = 'rate'
+      RETURNING q.workflow_id
+    ), restart AS (
+      UPDATE limit_buckets b SET next_slot = NULL WHERE b.env_id = s AND b.resource = r AND b.key = f.key
+    ), woke AS (
+      UPDATE workflows w SET lease_expires_at = now(), run_at = now()
+      FROM lined WHERE w.id = lined.workflow_id AND w.lease_token IS NULL
+      RETURNING w.id
+    )
+    SELECT n + count(*) INTO n FROM woke;
+    n := n + wake_permit_waiters(s, r, f.key);
+  END LOOP;
+  IF n > 0 THEN PERFORM pg_notify('flow_work', ''); END IF;
+  PERFORM pg_notify('flow_limits', '');
+  PERFORM set_config('role', prev_role, true);
+  RETURN n;
+END
+$$;
+
+--
 -- Name: workflows; Type: TABLE; Schema: flow; Owner: -
 --
 
@@ -382,6 +557,141 @@ END
 $$;
 
 --
+-- Name: permits; Type: TABLE; Schema: flow; Owner: -
+--
+
+CREATE TABLE flow.permits (
+    env_id text NOT NULL,
+    resource text NOT NULL,
+    key text NOT NULL,
+    workflow_id uuid NOT NULL,
+    lease_token uuid,
+    row_version bigint,
+    acquired_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY flow.permits FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: permit_alive(flow.permits, flow.workflows); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.permit_alive(p flow.permits, w flow.workflows) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+  SELECT coalesce(CASE WHEN p.row_version IS NULL
+    THEN w.state NOT IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered')
+    ELSE w.lease_token = p.lease_token AND w.row_version = p.row_version AND w.lease_expires_at > now()
+  END, false)
+$$;
+
+--
+-- Name: release_permits(uuid, boolean); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.release_permits(wf uuid, ended boolean) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  prev_role text := current_setting('role');
+  f record;
+  n integer := 0;
+BEGIN
+  PERFORM set_config('role', 'flow_engine', true);
+  -- the permits are dead already (row_version moved on, or the instance ended); deleting them
+  -- is the sweep's work: this statement only looks for waiters, so it writes nothing and takes no
+  -- lock when nobody waits (the uncontended path)
+  FOR f IN
+    SELECT DISTINCT p.env_id, p.resource, p.key FROM permits p
+    WHERE p.workflow_id = wf AND (ended OR p.row_version IS NOT NULL)
+      AND EXISTS (SELECT 1 FROM permit_waiters q WHERE q.env_id = p.env_id AND q.resource = p.resource AND q.key = p.key AND q.kind = 'concurrency')
+  LOOP
+    n := n + wake_permit_waiters(f.env_id, f.resource, f.key);
+  END LOOP;
+  PERFORM set_config('role', prev_role, true);
+  RETURN n;
+END
+$$;
+
+--
+-- Name: sweep_permits(); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.sweep_permits() RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  prev_role text := current_setting('role');
+  f record;
+  n integer := 0;
+BEGIN
+  PERFORM set_config('role', 'flow_engine', true);
+  DELETE FROM permits p USING workflows w WHERE w.id = p.workflow_id AND NOT permit_alive(p, w);
+  DELETE FROM permits p WHERE NOT EXISTS (SELECT 1 FROM workflows w WHERE w.id = p.workflow_id);
+  DELETE FROM permit_waiters q WHERE NOT EXISTS (SELECT 1 FROM workflows w WHERE w.id = q.workflow_id
+    AND w.state NOT IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered'));
+  FOR f IN SELECT DISTINCT q.env_id, q.resource, q.key FROM permit_waiters q WHERE q.kind = 'concurrency' LOOP
+    n := n + wake_permit_waiters(f.env_id, f.resource, f.key);
+  END LOOP;
+  PERFORM set_config('role', prev_role, true);
+  RETURN n;
+END
+$$;
+
+--
+-- Name: wake_permit_waiters(text, text, text); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.wake_permit_waiters(s text, r text, k text) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  cap   integer;
+  o     limit_overrides;
+  live  integer;
+  woken integer;
+  n     integer;
+BEGIN
+  PERFORM 1 FROM limit_buckets b WHERE b.env_id = s AND b.resource = r AND b.key = k FOR UPDATE;
+  -- waiters whose instance ended wait no more
+  DELETE FROM permit_waiters q USING workflows w
+  WHERE q.env_id = s AND q.resource = r AND q.key = k AND w.id = q.workflow_id
+    AND w.state IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered');
+  SELECT * INTO o FROM limit_overrides lo WHERE lo.env_id = s AND lo.resource = r;
+  IF FOUND THEN cap := o.concurrency;
+  ELSE SELECT max(q.concurrency) INTO cap FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = k;
+  END IF;
+  IF cap IS NULL THEN
+    n := 1000000;  -- no cap (any more): every waiter goes
+  ELSE
+    SELECT count(*) INTO live FROM permits p JOIN workflows w ON w.id = p.workflow_id
+    WHERE p.env_id = s AND p.resource = r AND p.key = k AND permit_alive(p, w);
+    SELECT count(*) INTO woken FROM permit_waiters q
+    WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'concurrency'
+      AND q.woken_at > now() - interval '30 seconds';
+    n := cap - live - woken;
+  END IF;
+  IF n <= 0 THEN RETURN 0; END IF;
+  WITH first AS (
+    SELECT q.id, q.workflow_id FROM permit_waiters q
+    WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'concurrency'
+      AND (q.woken_at IS NULL OR q.woken_at <= now() - interval '30 seconds')
+    ORDER BY q.id LIMIT n
+  ), marked AS (
+    UPDATE permit_waiters q SET woken_at = now() FROM first WHERE q.id = first.id RETURNING q.workflow_id
+  ), woke AS (
+    -- only an instance nobody holds: a held one is running, and would lose its lease
+    UPDATE workflows w SET lease_expires_at = now(), run_at = now()
+    FROM marked WHERE w.id = marked.workflow_id AND w.lease_token IS NULL
+    RETURNING w.id
+  )
+  SELECT count(*) INTO n FROM woke;
+  IF n > 0 THEN PERFORM pg_notify('flow_work', ''); END IF;
+  RETURN n;
+END
+$$;
+
+--
 -- Name: with_outputs(flow.workflows[]); Type: FUNCTION; Schema: flow; Owner: -
 --
 
@@ -521,6 +831,7 @@ CREATE TABLE flow.audit (
     at timestamp with time zone DEFAULT now() NOT NULL,
     logic_id text,
     version integer,
+    resource text,
     schedule_id text,
     CONSTRAINT audit_names_its_subject CHECK (((workflow_id IS NOT NULL) OR ((logic_id IS NOT NULL) AND (version IS NOT NULL)) OR (schedule_id IS NOT NULL)))
 );
@@ -662,6 +973,40 @@ CREATE TABLE flow.legal_holds (
 ALTER TABLE ONLY flow.legal_holds FORCE ROW LEVEL SECURITY;
 
 --
+-- Name: limit_buckets; Type: TABLE; Schema: flow; Owner: -
+--
+
+CREATE TABLE flow.limit_buckets (
+    env_id text NOT NULL,
+    resource text NOT NULL,
+    key text NOT NULL,
+    tokens double precision NOT NULL,
+    refilled_at timestamp with time zone NOT NULL,
+    next_slot timestamp with time zone
+);
+
+ALTER TABLE ONLY flow.limit_buckets FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: limit_overrides; Type: TABLE; Schema: flow; Owner: -
+--
+
+CREATE TABLE flow.limit_overrides (
+    env_id text NOT NULL,
+    resource text NOT NULL,
+    concurrency integer,
+    rate double precision,
+    burst integer,
+    updated_by text NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT limit_overrides_burst_check CHECK ((burst >= 1)),
+    CONSTRAINT limit_overrides_concurrency_check CHECK ((concurrency >= 0)),
+    CONSTRAINT limit_overrides_rate_check CHECK ((rate > (0)::double precision))
+);
+
+ALTER TABLE ONLY flow.limit_overrides FORCE ROW LEVEL SECURITY;
+
+--
 -- Name: logic_versions; Type: TABLE; Schema: flow; Owner: -
 --
 
@@ -749,6 +1094,43 @@ CREATE SEQUENCE flow.outbox_id_seq
 --
 
 ALTER SEQUENCE flow.outbox_id_seq OWNED BY flow.outbox.id;
+
+--
+-- Name: permit_waiters; Type: TABLE; Schema: flow; Owner: -
+--
+
+CREATE TABLE flow.permit_waiters (
+    id bigint NOT NULL,
+    env_id text NOT NULL,
+    resource text NOT NULL,
+    key text NOT NULL,
+    workflow_id uuid NOT NULL,
+    kind text NOT NULL,
+    due_at timestamp with time zone,
+    concurrency integer,
+    woken_at timestamp with time zone,
+    since timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT permit_waiters_kind_check CHECK ((kind = ANY (ARRAY['concurrency'::text, 'rate'::text])))
+);
+
+ALTER TABLE ONLY flow.permit_waiters FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: permit_waiters_id_seq; Type: SEQUENCE; Schema: flow; Owner: -
+--
+
+CREATE SEQUENCE flow.permit_waiters_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: permit_waiters_id_seq; Type: SEQUENCE OWNED BY; Schema: flow; Owner: -
+--
+
+ALTER SEQUENCE flow.permit_waiters_id_seq OWNED BY flow.permit_waiters.id;
 
 --
 -- Name: schedule_ticks; Type: TABLE; Schema: flow; Owner: -
@@ -958,6 +1340,12 @@ ALTER TABLE ONLY flow.audit ALTER COLUMN id SET DEFAULT nextval('flow.audit_id_s
 ALTER TABLE ONLY flow.outbox ALTER COLUMN id SET DEFAULT nextval('flow.outbox_id_seq'::regclass);
 
 --
+-- Name: permit_waiters id; Type: DEFAULT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.permit_waiters ALTER COLUMN id SET DEFAULT nextval('flow.permit_waiters_id_seq'::regclass);
+
+--
 -- Name: audit audit_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
 --
 
@@ -1014,6 +1402,20 @@ ALTER TABLE ONLY flow.legal_holds
     ADD CONSTRAINT legal_holds_pkey PRIMARY KEY (workflow_id);
 
 --
+-- Name: limit_buckets limit_buckets_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.limit_buckets
+    ADD CONSTRAINT limit_buckets_pkey PRIMARY KEY (env_id, resource, key);
+
+--
+-- Name: limit_overrides limit_overrides_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.limit_overrides
+    ADD CONSTRAINT limit_overrides_pkey PRIMARY KEY (env_id, resource);
+
+--
 -- Name: logic_versions logic_versions_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
 --
 
@@ -1040,6 +1442,27 @@ ALTER TABLE ONLY flow.modules
 
 ALTER TABLE ONLY flow.outbox
     ADD CONSTRAINT outbox_pkey PRIMARY KEY (id);
+
+--
+-- Name: permit_waiters permit_waiters_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.permit_waiters
+    ADD CONSTRAINT permit_waiters_pkey PRIMARY KEY (id);
+
+--
+-- Name: permit_waiters permit_waiters_workflow_id_env_id_resource_key_key; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.permit_waiters
+    ADD CONSTRAINT permit_waiters_workflow_id_env_id_resource_key_key UNIQUE (workflow_id, env_id, resource, key);
+
+--
+-- Name: permits permits_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.permits
+    ADD CONSTRAINT permits_pkey PRIMARY KEY (workflow_id, env_id, resource, key);
 
 --
 -- Name: schedule_ticks schedule_ticks_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
@@ -1119,6 +1542,12 @@ ALTER TABLE ONLY flow.workflows
     ADD CONSTRAINT workflows_pkey PRIMARY KEY (id);
 
 --
+-- Name: audit_resource; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX audit_resource ON flow.audit USING btree (resource, id) WHERE (resource IS NOT NULL);
+
+--
 -- Name: audit_schedule; Type: INDEX; Schema: flow; Owner: -
 --
 
@@ -1153,6 +1582,18 @@ CREATE INDEX outbox_due ON flow.outbox USING btree (next_attempt_at) WHERE ((del
 --
 
 CREATE INDEX outbox_workflow ON flow.outbox USING btree (workflow_id);
+
+--
+-- Name: permit_waiters_line; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX permit_waiters_line ON flow.permit_waiters USING btree (env_id, resource, key, id);
+
+--
+-- Name: permits_resource; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX permits_resource ON flow.permits USING btree (env_id, resource, key);
 
 --
 -- Name: schedules_buffered; Type: INDEX; Schema: flow; Owner: -
@@ -1378,6 +1819,18 @@ CREATE POLICY env_isolation ON flow.journal TO flow_app USING ((env_id = current
 CREATE POLICY env_isolation ON flow.legal_holds TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
 
 --
+-- Name: limit_buckets env_isolation; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY env_isolation ON flow.limit_buckets TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
+
+--
+-- Name: limit_overrides env_isolation; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY env_isolation ON flow.limit_overrides TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
+
+--
 -- Name: logic_versions env_isolation; Type: POLICY; Schema: flow; Owner: -
 --
 
@@ -1394,6 +1847,18 @@ CREATE POLICY env_isolation ON flow.modules TO flow_app USING ((env_id = current
 --
 
 CREATE POLICY env_isolation ON flow.outbox TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
+
+--
+-- Name: permit_waiters env_isolation; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY env_isolation ON flow.permit_waiters TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
+
+--
+-- Name: permits env_isolation; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY env_isolation ON flow.permits TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
 
 --
 -- Name: schedule_ticks env_isolation; Type: POLICY; Schema: flow; Owner: -
@@ -1474,6 +1939,18 @@ ALTER TABLE flow.journal_default ENABLE ROW LEVEL SECURITY;
 ALTER TABLE flow.legal_holds ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: limit_buckets; Type: ROW SECURITY; Schema: flow; Owner: -
+--
+
+ALTER TABLE flow.limit_buckets ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: limit_overrides; Type: ROW SECURITY; Schema: flow; Owner: -
+--
+
+ALTER TABLE flow.limit_overrides ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: logic_versions; Type: ROW SECURITY; Schema: flow; Owner: -
 --
 
@@ -1496,6 +1973,18 @@ ALTER TABLE flow.modules ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE flow.outbox ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: permit_waiters; Type: ROW SECURITY; Schema: flow; Owner: -
+--
+
+ALTER TABLE flow.permit_waiters ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: permits; Type: ROW SECURITY; Schema: flow; Owner: -
+--
+
+ALTER TABLE flow.permits ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: change_watchers readers; Type: POLICY; Schema: flow; Owner: -
@@ -1552,6 +2041,18 @@ CREATE POLICY scheduler ON flow.journal TO flow_engine USING (true) WITH CHECK (
 CREATE POLICY scheduler ON flow.legal_holds TO flow_engine USING (true) WITH CHECK (true);
 
 --
+-- Name: limit_buckets scheduler; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY scheduler ON flow.limit_buckets TO flow_engine USING (true) WITH CHECK (true);
+
+--
+-- Name: limit_overrides scheduler; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY scheduler ON flow.limit_overrides TO flow_engine USING (true) WITH CHECK (true);
+
+--
 -- Name: logic_versions scheduler; Type: POLICY; Schema: flow; Owner: -
 --
 
@@ -1574,6 +2075,18 @@ CREATE POLICY scheduler ON flow.modules TO flow_engine USING (true) WITH CHECK (
 --
 
 CREATE POLICY scheduler ON flow.outbox TO flow_engine USING (true) WITH CHECK (true);
+
+--
+-- Name: permit_waiters scheduler; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY scheduler ON flow.permit_waiters TO flow_engine USING (true) WITH CHECK (true);
+
+--
+-- Name: permits scheduler; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY scheduler ON flow.permits TO flow_engine USING (true) WITH CHECK (true);
 
 --
 -- Name: schedule_ticks scheduler; Type: POLICY; Schema: flow; Owner: -
@@ -1740,6 +2253,13 @@ GRANT ALL ON FUNCTION flow.fire_due_timers(lim integer, lease_lim integer, lease
 GRANT ALL ON FUNCTION flow.fire_due_timers(lim integer, lease_lim integer, lease_ms double precision) TO flow_engine;
 
 --
+-- Name: TABLE permits; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.permits TO flow_app;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.permits TO flow_engine;
+
+--
 -- Name: FUNCTION write_effects(wf uuid, env text, p jsonb); Type: ACL; Schema: flow; Owner: -
 --
 
@@ -1828,6 +2348,20 @@ GRANT SELECT,INSERT,DELETE ON TABLE flow.legal_holds TO flow_app;
 GRANT SELECT,INSERT,DELETE ON TABLE flow.legal_holds TO flow_engine;
 
 --
+-- Name: TABLE limit_buckets; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.limit_buckets TO flow_app;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.limit_buckets TO flow_engine;
+
+--
+-- Name: TABLE limit_overrides; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.limit_overrides TO flow_app;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.limit_overrides TO flow_engine;
+
+--
 -- Name: TABLE logic_versions; Type: ACL; Schema: flow; Owner: -
 --
 
@@ -1872,6 +2406,20 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.outbox TO flow_engine;
 
 GRANT USAGE ON SEQUENCE flow.outbox_id_seq TO flow_app;
 GRANT USAGE ON SEQUENCE flow.outbox_id_seq TO flow_engine;
+
+--
+-- Name: TABLE permit_waiters; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.permit_waiters TO flow_app;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.permit_waiters TO flow_engine;
+
+--
+-- Name: SEQUENCE permit_waiters_id_seq; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT USAGE ON SEQUENCE flow.permit_waiters_id_seq TO flow_app;
+GRANT USAGE ON SEQUENCE flow.permit_waiters_id_seq TO flow_engine;
 
 --
 -- Name: TABLE schedule_ticks; Type: ACL; Schema: flow; Owner: -

@@ -65,6 +65,11 @@ describeEachDriver('the API surface', (getDb) => {
         'GET /v1/envs/{env}/schedules/{id}',
         'DELETE /v1/envs/{env}/schedules/{id}',
         ...['pause', 'resume', 'trigger', 'backfill'].map((v) => `POST /v1/envs/{env}/schedules/{id}/${v}`),
+        // limits (engine/api/routes/limits.ts)
+        'GET /v1/envs/{env}/limits',
+        'GET /v1/envs/{env}/limits/waiting',
+        'PUT /v1/envs/{env}/limits/{resource}',
+        'DELETE /v1/envs/{env}/limits/{resource}',
       ].sort(),
     );
     // the request schema refuses unknown fields, and the document says so

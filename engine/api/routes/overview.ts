@@ -6,6 +6,7 @@ import { readOverview } from '../../store/overview.ts';
 import { readSlaBreaches } from '../../store/sla-breaches.ts';
 import { inEnv } from '../../store/tx.ts';
 import { principalOf, requireScope } from '../guard.ts';
+import { limitInfo } from './limits.ts';
 import { BEARER, PROBLEMS } from './shared.ts';
 
 /** The console's home page in one request: counts by state per version, stuck instances, dead letters, decisions waiting. */
@@ -25,14 +26,15 @@ export const overviewRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (
     async (req) => {
       const env = req.params.env;
       requireScope(principalOf(req), 'flow:read', undefined, 'the overview of every definition');
-      const [overview, stuck, dead, slaBreaches] = await Promise.all([
+      const [overview, stuck, dead, slaBreaches, limits] = await Promise.all([
         inEnv(engine.db, env, (c) => readOverview(c)),
         engine.ops.listStuck({ env, limit: 50 }),
         engine.ops.listDeadLettered({ env, limit: 50 }),
         inEnv(engine.db, env, (c) => readSlaBreaches(c)),
+        engine.permits.list(env),
       ]);
       const brief = ({ ctx: _ctx, ...rest }: (typeof stuck)[number]) => rest;
-      return { ...overview, stuck: stuck.map(brief), deadLettered: dead.map(brief), slaBreaches };
+      return { ...overview, stuck: stuck.map(brief), deadLettered: dead.map(brief), slaBreaches, limits: limits.map(limitInfo) };
     },
   );
 };

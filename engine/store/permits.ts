@@ -1,0 +1,168 @@
+import type { Client, Queryable } from './tx.ts';
+
+/**
+ * One permit an attempt needs (migration 0027): a resource in a scope (an env, or `*` for every
+ * env), the key within it (`''` for a handler), and the limit configuration or the LogicVersion
+ * declares. An override set through the API replaces the limit in SQL.
+ */
+export interface PermitNeed {
+  scope: string;
+  resource: string;
+  key: string;
+  concurrency: number | null;
+  rate: number | null;
+  burst: number | null;
+  /** Held until the instance ends (a workflow's per-key limit), not just for one attempt. */
+  workflowWide: boolean;
+}
+
+/** Why an attempt waits: the resource without room, and for a rate, when its paid token exists. */
+export interface PermitWait {
+  scope: string;
+  resource: string;
+  /** Milliseconds until the token paid for exists; null: until a release wakes it. */
+  wakeInMs: number | null;
+}
+
+/**
+ * Takes every permit the attempt needs, or none: then the instance waits, its lease let go (by
+ * this statement), and `wait` says on what. The lease (token, row version) is the claim's.
+ * `waiters`: whether anyone waited on the permits taken (their release must then wake them).
+ */
+export async function acquirePermits(
+  on: Queryable,
+  args: { id: string; token: string; rowVersion: number; needs: PermitNeed[] },
+): Promise<{ wait: PermitWait | null; waiters: boolean }> {
+  const needs = args.needs.map((n) => ({ s: n.scope, r: n.resource, k: n.key, c: n.concurrency, rate: n.rate, burst: n.burst, w: n.workflowWide }));
+  const res = await on.query<{ scope: string | null; resource: string | null; wait_ms: number | null; waiters: boolean }>({
+    name: 'flow_acquire_permits',
+    text: 'SELECT scope, resource, wait_ms, waiters FROM acquire_permits($1, $2, $3, $4)',
+    values: [args.id, args.token, args.rowVersion, JSON.stringify(needs)],
+  });
+  const row = res.rows[0];
+  if (row === undefined || row.resource === null) return { wait: null, waiters: row?.waiters ?? false };
+  return { wait: { scope: row.scope!, resource: row.resource, wakeInMs: row.wait_ms === null ? null : Math.max(0, Number(row.wait_ms)) }, waiters: true };
+}
+
+/** Wakes the waiters an instance's permits (its workflow-wide ones too once it `ended`) held back. */
+export async function releasePermits(on: Queryable, args: { id: string; ended: boolean }): Promise<number> {
+  const res = await on.query<{ n: number }>({ name: 'flow_release_permits', text: 'SELECT release_permits($1, $2) AS n', values: [args.id, args.ended] });
+  return res.rows[0]?.n ?? 0;
+}
+
+/** Drops dead permits and offers every resource with waiters its room: what crashes and cancels leave. */
+export async function sweepPermits(on: Queryable): Promise<number> {
+  const res = await on.query<{ n: number }>({ name: 'flow_sweep_permits', text: 'SELECT sweep_permits() AS n' });
+  return res.rows[0]?.n ?? 0;
+}
+
+/** A limit set through the API: it replaces configuration for its resource in its scope. */
+export interface LimitOverride {
+  scope: string;
+  resource: string;
+  concurrency: number | null;
+  rate: number | null;
+  burst: number | null;
+  updatedBy: string;
+  updatedAt: Date;
+}
+
+interface OverrideRow {
+  env_id: string;
+  resource: string;
+  concurrency: number | null;
+  rate: number | null;
+  burst: number | null;
+  updated_by: string;
+  updated_at: Date;
+}
+
+const toOverride = (r: OverrideRow): LimitOverride => ({
+  scope: r.env_id,
+  resource: r.resource,
+  concurrency: r.concurrency,
+  rate: r.rate === null ? null : Number(r.rate),
+  burst: r.burst,
+  updatedBy: r.updated_by,
+  updatedAt: r.updated_at,
+});
+
+/** Every override, in every scope (the scheduler's read: engines keep them to know what is limited). */
+export async function listOverrides(c: Client): Promise<LimitOverride[]> {
+  const res = await c.query<OverrideRow>('SELECT * FROM limit_overrides ORDER BY env_id, resource');
+  return res.rows.map(toOverride);
+}
+
+/**
+ * Sets (or, with `limit` null, removes) the override of a resource and applies it to the work
+ * waiting on it in the same transaction; returns the override it replaced.
+ */
+export async function putOverride(
+  c: Client,
+  args: { scope: string; resource: string; limit: { concurrency: number | null; rate: number | null; burst: number | null } | null; actor: string },
+): Promise<LimitOverride | null> {
+  const before = await c.query<OverrideRow>('SELECT * FROM limit_overrides WHERE env_id = $1 AND resource = $2 FOR UPDATE', [args.scope, args.resource]);
+  if (args.limit === null) {
+    await c.query('DELETE FROM limit_overrides WHERE env_id = $1 AND resource = $2', [args.scope, args.resource]);
+  } else {
+    await c.query(
+      `INSERT INTO limit_overrides (env_id, resource, concurrency, rate, burst, updated_by) VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT (env_id, resource) DO UPDATE SET concurrency = excluded.concurrency, rate = excluded.rate, burst = excluded.burst,
+         updated_by = excluded.updated_by, updated_at = now()`,
+      [args.scope, args.resource, args.limit.concurrency, args.limit.rate, args.limit.burst, args.actor],
+    );
+  }
+  await c.query('SELECT apply_limit_change($1, $2)', [args.scope, args.resource]);
+  return before.rows[0] === undefined ? null : toOverride(before.rows[0]);
+}
+
+/** One resource's load: permits held, instances waiting, and the calls let through in the last minute. */
+export interface LimitLoad {
+  scope: string;
+  resource: string;
+  key: string;
+  inFlight: number;
+  waiting: number;
+}
+
+/** What every limited resource holds and what waits on it, in the scopes given (an env and `*`). */
+export async function limitLoads(c: Client, scopes: string[] | null): Promise<LimitLoad[]> {
+  const res = await c.query<{ env_id: string; resource: string; key: string; in_flight: string; waiting: string }>(
+    `WITH held AS (
+       SELECT p.env_id, p.resource, p.key, count(*) AS n FROM permits p JOIN workflows w ON w.id = p.workflow_id
+       WHERE permit_alive(p, w) AND ($1::text[] IS NULL OR p.env_id = ANY($1)) GROUP BY 1, 2, 3
+     ), queued AS (
+       SELECT q.env_id, q.resource, q.key, count(*) AS n FROM permit_waiters q
+       WHERE $1::text[] IS NULL OR q.env_id = ANY($1) GROUP BY 1, 2, 3
+     )
+     SELECT coalesce(h.env_id, q.env_id) AS env_id, coalesce(h.resource, q.resource) AS resource, coalesce(h.key, q.key) AS key,
+            coalesce(h.n, 0) AS in_flight, coalesce(q.n, 0) AS waiting
+     FROM held h FULL JOIN queued q ON q.env_id = h.env_id AND q.resource = h.resource AND q.key = h.key
+     ORDER BY 1, 2, 3`,
+    [scopes],
+  );
+  return res.rows.map((r) => ({ scope: r.env_id, resource: r.resource, key: r.key, inFlight: Number(r.in_flight), waiting: Number(r.waiting) }));
+}
+
+/** An instance of `env` waiting for a permit, and on what. */
+export interface PermitWaiter {
+  workflowId: string;
+  scope: string;
+  resource: string;
+  key: string;
+  /** `concurrency`: no room, until a release wakes it; `rate`: its token exists at `dueAt`. */
+  reason: 'concurrency' | 'rate';
+  dueAt: Date | null;
+  since: Date;
+}
+
+/** The instances of `env` waiting for a permit, oldest first, optionally on one resource. */
+export async function listWaiters(c: Client, args: { env: string; resource?: string; limit: number }): Promise<PermitWaiter[]> {
+  const res = await c.query<{ workflow_id: string; env_id: string; resource: string; key: string; kind: 'concurrency' | 'rate'; due_at: Date | null; since: Date }>(
+    `SELECT q.workflow_id, q.env_id, q.resource, q.key, q.kind, q.due_at, q.since
+     FROM permit_waiters q JOIN workflows w ON w.id = q.workflow_id
+     WHERE w.env_id = $1 AND ($2::text IS NULL OR q.resource = $2) ORDER BY q.id LIMIT $3`,
+    [args.env, args.resource ?? null, args.limit],
+  );
+  return res.rows.map((r) => ({ workflowId: r.workflow_id, scope: r.env_id, resource: r.resource, key: r.key, reason: r.kind, dueAt: r.due_at, since: r.since }));
+}

@@ -1,0 +1,92 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LogicVersion } from '../../contracts/index.ts';
+import { Engine } from '../../engine/runtime/engine.ts';
+import type { Db } from '../../engine/store/db.ts';
+import { closeTestDb, openTestDb } from '../support/db.ts';
+import { uniqueLogic } from '../support/engine.ts';
+import { FakeService } from '../support/fake-service.ts';
+import { waitFor } from '../support/store-checks.ts';
+import { killAll, WorkerProcess } from '../support/worker-process.ts';
+
+/**
+ * Limits hold across engine nodes: three `s8flow start` processes on one Postgres run instances
+ * against a handler capped at 3 calls in flight (FLOW_HANDLER_TEST_CONCURRENCY) whose step also
+ * has a per-key limit of 1. Counted at the service: calls in flight at once, and calls of one key
+ * that overlapped.
+ */
+const DATABASE_URL = process.env['DATABASE_URL'];
+const ENV = 'limits-multi';
+const INSTANCES = 90;
+const KEYS = 6;
+
+describe.skipIf(!DATABASE_URL)('limits across three engine processes', () => {
+  let db: Db;
+  let svc: FakeService;
+  const workers: WorkerProcess[] = [];
+  let inFlight = 0;
+  let maxInFlight = 0;
+  let overlaps = 0;
+  const perKey = new Map<string, number>();
+
+  beforeAll(async () => {
+    db = await openTestDb('postgres', { poolSize: 4 });
+    svc = await new FakeService()
+      .on('/call', async (req) => {
+        const key = String((req.body as { key: string }).key);
+        inFlight++;
+        maxInFlight = Math.max(maxInFlight, inFlight);
+        perKey.set(key, (perKey.get(key) ?? 0) + 1);
+        if (perKey.get(key)! > 1) overlaps++;
+        // a service takes a while: calls from the other nodes arrive meanwhile
+        await new Promise((r) => setTimeout(r, 50));
+        perKey.set(key, perKey.get(key)! - 1);
+        inFlight--;
+        return { status: 200, body: { ok: true } };
+      })
+      .listen();
+    for (let i = 0; i < 3; i++) {
+      workers.push(
+        await WorkerProcess.start({
+          databaseUrl: DATABASE_URL!,
+          schema: db.schema,
+          env: ENV,
+          handlerUrl: svc.url,
+          concurrency: 4,
+          extraEnv: { FLOW_HANDLER_TEST_CONCURRENCY: '3' },
+        }),
+      );
+    }
+  }, 120_000);
+
+  afterAll(async () => {
+    await killAll(workers);
+    await svc?.close();
+    if (db) await closeTestDb(db);
+  });
+
+  it('never more than 3 calls in flight and no key overlapping, counted at the service, from three nodes', async () => {
+    const engine = new Engine({ db, env: ENV });
+    const logic: LogicVersion = uniqueLogic({
+      start: 'call',
+      steps: { call: { kind: 'proxy', handler: 'test', path: '/call', input: 'input', next: null, concurrency: { key: 'input.key', limit: 1 } } },
+    });
+    await engine.publish(logic, ENV);
+    // started all at once: without limits, 12 executors would call at once and keys would collide
+    const ids = await Promise.all(
+      Array.from({ length: INSTANCES }, async (_, i) => (await engine.start({ env: ENV, logicId: logic.logicId, input: { key: `k${i % KEYS}` } })).id),
+    );
+    await waitFor(
+      'every instance completed',
+      async () => {
+        const res = await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM workflows WHERE id = ANY($1) AND state = 'completed'`, [ids]);
+        return Number(res.rows[0]!.n) === INSTANCES ? true : undefined;
+      },
+      { timeoutMs: 120_000 },
+    );
+    expect(svc.calls('/call')).toHaveLength(INSTANCES);
+    expect(overlaps).toBe(0);
+    expect(maxInFlight).toBeLessThanOrEqual(3);
+    // the cap was reached: the check could have failed
+    expect(maxInFlight).toBe(3);
+  }, 180_000);
+});

@@ -1,0 +1,202 @@
+import { afterEach, expect, it } from 'vitest';
+import type { LogicVersion } from '../../contracts/index.ts';
+import type { HandlerProfile } from '../../engine/executors/handlers.ts';
+import { Engine } from '../../engine/runtime/engine.ts';
+import { claimWorkflows } from '../../engine/store/claim-workflows.ts';
+import { acquirePermits, listWaiters, putOverride } from '../../engine/store/permits.ts';
+import { asScheduler } from '../../engine/store/tx.ts';
+import { describeEachDriver } from '../support/db.ts';
+import { uniqueLogic } from '../support/engine.ts';
+import { FakeService } from '../support/fake-service.ts';
+import { waitFor } from '../support/store-checks.ts';
+
+/**
+ * Limits hold at the service: what is counted is what the owning service saw (calls in flight at
+ * once, per key), never the engine's own bookkeeping.
+ */
+const ENV = 'limits';
+
+/** A service that counts calls in flight, overall and per `key` of the body, and answers when `gate` lets it. */
+class CountingService extends FakeService {
+  inFlight = 0;
+  maxInFlight = 0;
+  readonly perKey = new Map<string, number>();
+  overlaps = 0;
+  #gate: Promise<void> = Promise.resolve();
+  #open: () => void = () => {};
+
+  constructor() {
+    super();
+    this.on('/call', async (req) => {
+      const key = String((req.body as { key?: unknown } | null)?.key ?? '');
+      this.inFlight++;
+      this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+      const n = (this.perKey.get(key) ?? 0) + 1;
+      this.perKey.set(key, n);
+      if (n > 1) this.overlaps++;
+      await this.#gate;
+      // a service takes a while: other calls arrive while this one is in flight
+      await new Promise((r) => setTimeout(r, 15));
+      this.perKey.set(key, (this.perKey.get(key) ?? 1) - 1);
+      this.inFlight--;
+      return { status: 200, body: { ok: true } };
+    });
+  }
+
+  /** Calls wait at the service until open() is called. */
+  hold(): void {
+    this.#gate = new Promise((r) => {
+      this.#open = r;
+    });
+  }
+
+  open(): void {
+    this.#open();
+    this.#gate = Promise.resolve();
+  }
+}
+
+function callLogic(extra: Partial<LogicVersion> = {}, step: Record<string, unknown> = {}): LogicVersion {
+  return uniqueLogic({
+    start: 'call',
+    steps: { call: { kind: 'proxy', handler: 'svc', path: '/call', input: 'input', next: null, ...step } as never },
+    ...extra,
+  });
+}
+
+describeEachDriver('limits', (getDb) => {
+  const open: { engine: Engine; svc: CountingService }[] = [];
+  afterEach(async () => {
+    for (const { engine, svc } of open.splice(0)) {
+      svc.open();
+      await engine.close();
+      await svc.close();
+    }
+  });
+
+  async function setup(limit: HandlerProfile['limit'], opts: { pollMs?: number; sweepMs?: number } = {}) {
+    const svc = await new CountingService().listen();
+    const engine = new Engine({
+      db: getDb(),
+      env: ENV,
+      executors: { handlers: new Map([['SVC', { url: svc.url, ...(limit ? { limit } : {}) }]]) },
+      worker: { concurrency: 8, pollMs: opts.pollMs ?? 50 },
+      permitSweepMs: opts.sweepMs ?? 0,
+    });
+    open.push({ engine, svc });
+    return { svc, engine };
+  }
+
+  async function allEnded(engine: Engine, ids: string[]): Promise<void> {
+    await waitFor('every instance ended', async () => {
+      const res = await engine.db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM workflows WHERE id = ANY($1) AND state = 'completed'`, [ids]);
+      return Number(res.rows[0]!.n) === ids.length ? true : undefined;
+    }, { timeoutMs: 20_000 });
+  }
+
+  it('per-key limit 1: two calls with the same key never overlap at the service, and waiting used no attempt', async () => {
+    const { svc, engine } = await setup(undefined);
+    const logic = callLogic({}, { concurrency: { key: 'input.key', limit: 1 } });
+    await engine.publish(logic, ENV);
+    // every call waits at the service until all have started: keys compete for the pool's 8 executors
+    svc.hold();
+    await engine.workers.start();
+    const ids: string[] = [];
+    for (let i = 0; i < 24; i++) ids.push((await engine.start({ env: ENV, logicId: logic.logicId, input: { key: `k${i % 3}` } })).id);
+    await waitFor('three calls in flight', async () => (svc.inFlight >= 3 ? true : undefined));
+    svc.open();
+    await allEnded(engine, ids);
+    expect(svc.calls('/call')).toHaveLength(24);
+    expect(svc.overlaps).toBe(0);
+    // the pool ran 8 at once: keys did compete (else the check proves nothing)
+    const waited = await engine.db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM step_runs WHERE workflow_id = ANY($1)`, [ids]);
+    expect(Number(waited.rows[0]!.n)).toBe(24);
+  });
+
+  it('a workflow-wide key: at most `limit` instances of one key not ended at once', async () => {
+    const { svc, engine } = await setup(undefined);
+    const logic = callLogic({ concurrency: { key: 'input.key', limit: 1 } });
+    await engine.publish(logic, ENV);
+    svc.hold();
+    await engine.workers.start();
+    const ids: string[] = [];
+    for (let i = 0; i < 12; i++) ids.push((await engine.start({ env: ENV, logicId: logic.logicId, input: { key: `k${i % 2}` } })).id);
+    await waitFor('two calls in flight', async () => (svc.inFlight >= 2 ? true : undefined));
+    svc.open();
+    await allEnded(engine, ids);
+    expect(svc.overlaps).toBe(0);
+  });
+
+  it('a handler capped at 2: never more than 2 calls in flight; waiters are woken by releases, not by a poll', async () => {
+    // a poll interval of an hour and no sweep: only the releasers' wake-ups can move the waiters
+    const { svc, engine } = await setup({ concurrency: 2, rate: null, burst: null }, { pollMs: 3_600_000 });
+    const logic = callLogic();
+    await engine.publish(logic, ENV);
+    svc.hold();
+    await engine.workers.start();
+    const ids: string[] = [];
+    for (let i = 0; i < 10; i++) ids.push((await engine.start({ env: ENV, logicId: logic.logicId, input: { key: `k${i}` } })).id);
+    await waitFor('two calls in flight and eight waiting', async () => {
+      const waiting = await asScheduler(engine.db, (c) => listWaiters(c, { env: ENV, limit: 100 }));
+      return svc.inFlight === 2 && waiting.length === 8 ? true : undefined;
+    });
+    const waiting = await asScheduler(engine.db, (c) => listWaiters(c, { env: ENV, limit: 100 }));
+    expect(new Set(waiting.map((w) => `${w.scope} ${w.resource} ${w.reason}`))).toEqual(new Set(['* handler:SVC concurrency']));
+    svc.open();
+    await allEnded(engine, ids);
+    expect(svc.maxInFlight).toBe(2);
+    const runs = await engine.db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM step_runs WHERE workflow_id = ANY($1)`, [ids]);
+    expect(Number(runs.rows[0]!.n)).toBe(10);
+  });
+
+  it('a limit changed at runtime applies to the work already waiting', async () => {
+    const { svc, engine } = await setup({ concurrency: 1, rate: null, burst: null }, { pollMs: 3_600_000 });
+    const logic = callLogic();
+    await engine.publish(logic, ENV);
+    svc.hold();
+    await engine.workers.start();
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await engine.start({ env: ENV, logicId: logic.logicId, input: { key: `k${i}` } })).id);
+    await waitFor('one call in flight, four waiting', async () => {
+      const waiting = await asScheduler(engine.db, (c) => listWaiters(c, { env: ENV, limit: 100 }));
+      return svc.inFlight === 1 && waiting.length === 4 ? true : undefined;
+    });
+    // the first call is still held at the service: only the raised limit can let the others in
+    await asScheduler(engine.db, (c) => putOverride(c, { scope: '*', resource: 'handler:SVC', limit: { concurrency: 5, rate: null, burst: null }, actor: 'ops' }));
+    await waitFor('five calls in flight', async () => (svc.inFlight === 5 ? true : undefined));
+    svc.open();
+    await allEnded(engine, ids);
+  });
+
+  it("a holder that dies keeps no permit: once its lease has expired the next waiter is woken and takes it", async () => {
+    const db = getDb();
+    const svc = await new CountingService().listen();
+    const engine = new Engine({ db, env: ENV, executors: { handlers: new Map([['SVC', { url: svc.url }]]) }, permitSweepMs: 0 });
+    open.push({ engine, svc });
+    const logic = callLogic();
+    await engine.publish(logic, ENV);
+    const a = (await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id;
+    const b = (await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id;
+    const need = { scope: ENV, resource: 'test:dies', key: '', concurrency: 1, rate: null, burst: null, workflowWide: false };
+    const claimed = await claimWorkflows(db.pool, { limit: 10, leaseMs: 60_000 });
+    const held = new Map(claimed.map((s) => [s.instance.id, s]));
+    const sa = held.get(a)!;
+    const sb = held.get(b)!;
+    expect((await acquirePermits(db.pool, { id: a, token: sa.leaseToken!, rowVersion: sa.rowVersion, needs: [need] })).wait).toBeNull();
+    const wait = await acquirePermits(db.pool, { id: b, token: sb.leaseToken!, rowVersion: sb.rowVersion, needs: [need] });
+    expect(wait.wait).toEqual({ scope: ENV, resource: 'test:dies', wakeInMs: null });
+    const parked = async () =>
+      (await db.pool.query<{ parked: boolean }>(`SELECT lease_expires_at = 'infinity' AS parked FROM workflows WHERE id = $1`, [b])).rows[0]!.parked;
+    expect(await parked()).toBe(true);
+    // a sweep while a's lease is alive wakes nobody
+    await engine.permits.sweep();
+    expect(await parked()).toBe(true);
+    // a's process dies: nobody releases; its lease runs out
+    await asScheduler(db, (c) => c.query(`UPDATE workflows SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [a]));
+    await engine.permits.sweep();
+    expect(await parked()).toBe(false);
+    const again = (await claimWorkflows(db.pool, { limit: 10, leaseMs: 60_000 })).find((s) => s.instance.id === b)!;
+    expect(again).toBeDefined();
+    expect((await acquirePermits(db.pool, { id: b, token: again.leaseToken!, rowVersion: again.rowVersion, needs: [need] })).wait).toBeNull();
+  });
+});
