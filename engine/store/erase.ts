@@ -5,7 +5,8 @@ import type { Client } from './tx.ts';
  * Replaces an instance's data with tombstones: its input and output, its steps' outputs, its
  * attempts' inputs and outputs (host-call records included: they are a func step's output), and
  * its journal's events and decisions; its search attributes, read off those, are removed. What it was and when stay: states, step names, attempt
- * numbers, idempotency keys, times, error codes, the audit. `updated_at` stays too, so erasure
+ * numbers, idempotency keys, times, error codes (their message says when it was erased: an error
+ * keeps the shape every reader expects), the audit. `updated_at` stays too, so erasure
  * does not restart the retention clock. The journal is written as the scheduler: requests may
  * only append to it.
  */
@@ -13,7 +14,7 @@ export async function eraseInstance(c: Client, id: string, t: Tombstone): Promis
   const tomb = JSON.stringify(t);
   await c.query(
     `UPDATE workflows SET input = $2::jsonb, output = CASE WHEN output IS NULL THEN NULL ELSE $2::jsonb END,
-            error = CASE WHEN error IS NULL THEN NULL ELSE $2::jsonb || jsonb_build_object('code', error->'code') END,
+            error = CASE WHEN error IS NULL THEN NULL ELSE $2::jsonb || jsonb_build_object('code', error->'code', 'message', 'erased at ' || ($2::jsonb->>'at')) END,
             row_version = row_version + 1
      WHERE id = $1`,
     [id, tomb],
@@ -24,7 +25,7 @@ export async function eraseInstance(c: Client, id: string, t: Tombstone): Promis
   await c.query(
     `UPDATE step_runs SET input = CASE WHEN input IS NULL THEN NULL ELSE $2::jsonb END,
             output = CASE WHEN output IS NULL THEN NULL ELSE $2::jsonb END,
-            error = CASE WHEN error IS NULL THEN NULL ELSE $2::jsonb || jsonb_build_object('code', error->'code') END
+            error = CASE WHEN error IS NULL THEN NULL ELSE $2::jsonb || jsonb_build_object('code', error->'code', 'message', 'erased at ' || ($2::jsonb->>'at')) END
      WHERE workflow_id = $1 AND born = (SELECT created_at FROM workflows WHERE id = $1)`,
     [id, tomb],
   );

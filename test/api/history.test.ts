@@ -43,6 +43,19 @@ describeEachDriver('history routes', (getDb) => {
     expect(replay.json()).toMatchObject({ status: 409, code: 'FLOW_INSTANCE_ERASED' });
   });
 
+  it('an erased instance that ended with an error (cancelled, failed) still reads back over the API: the error keeps its code', async () => {
+    await engine.publishVersion(ENV, makeLogic({ logicId: 'hr.asks', start: 'ask', steps: { ask: { kind: 'decision', options: ['ok'] } } }));
+    const { id } = await engine.start({ logicId: 'hr.asks', input: { name: 'Cy' }, env: ENV });
+    expect((await post(`/v1/envs/${ENV}/workflows/${id}/cancel`, { scope: 'flow:cancel' })).statusCode).toBe(200);
+    expect((await post(`/v1/envs/${ENV}/workflows/${id}/erase`, { scope: 'flow:erase' })).statusCode).toBe(200);
+    const read = await api.app.inject({ url: `/v1/envs/${ENV}/workflows/${id}`, headers: await bearer({ envs: [ENV], scope: 'flow:read' }) });
+    expect(read.statusCode).toBe(200);
+    expect(read.json().error).toMatchObject({ code: 'CANCELLED', message: expect.stringContaining('erased') });
+    expect(JSON.stringify(read.json())).not.toContain('Cy');
+    const list = await api.app.inject({ url: `/v1/envs/${ENV}/workflows`, headers: await bearer({ envs: [ENV], scope: 'flow:read' }) });
+    expect(list.statusCode).toBe(200);
+  });
+
   it('a retention run spans every env: it needs flow:admin un-narrowed and a token for every env', async () => {
     expect((await post('/v1/retention/run', { scope: 'flow:admin' }, { dryRun: true })).json()).toMatchObject({ status: 403, code: 'FLOW_ENV_FORBIDDEN' });
     expect((await post('/v1/retention/run', { envs: ['*'], scope: 'flow:admin:hr.*' }, { dryRun: true })).json()).toMatchObject({ status: 403, code: 'FLOW_SCOPE_MISSING' });
