@@ -74,8 +74,14 @@ const common = {
   output: JsonSchema.optional(),
 };
 
-export const ProxyStep = z.strictObject({ kind: z.literal('proxy'), ...common, ...ProxyConfig });
-export const HttpStep = z.strictObject({ kind: z.literal('http'), ...common, ...HttpConfig });
+/**
+ * Steps that call a service: how long in all its 429 and 503 answers may hold the step without
+ * using an attempt (ms; absent: the engine's FLOW_THROTTLE_BUDGET_MS).
+ */
+const callsOut = { throttleBudgetMs: z.int().min(0).max(2_147_483_647).optional() };
+
+export const ProxyStep = z.strictObject({ kind: z.literal('proxy'), ...common, ...ProxyConfig, ...callsOut });
+export const HttpStep = z.strictObject({ kind: z.literal('http'), ...common, ...HttpConfig, ...callsOut });
 export const DecisionStep = z.strictObject({
   kind: z.literal('decision'),
   ...common,
@@ -155,6 +161,8 @@ export const LogicVersion = z.strictObject({
   output: Expr.optional(),
   modules: z.record(z.string().min(1), ModuleRef).optional(),
   triggers: z.array(Trigger).optional(),
+  /** Claims take an env's instances of higher priority first; a start request may set its own. (Default: 0) */
+  priority: z.int().min(-1000).max(1000).optional(),
   source: z.strictObject({ file: z.string(), compiler: z.string() }).partial().optional(),
 });
 

@@ -6,7 +6,7 @@ import { toJsonSchema } from './json-schema.ts';
 
 /** The builder's frozen state; every builder method copies it. */
 export interface BuilderState {
-  readonly meta: { logicId: string; version: number; domain: string; description?: string; input: z.core.$ZodType };
+  readonly meta: { logicId: string; version: number; domain: string; description?: string; priority?: number; input: z.core.$ZodType };
   readonly steps: readonly { name: string; kind: StepKind; options: Record<string, unknown> }[];
   readonly modules: readonly { name: string; options: Record<string, unknown> }[];
   readonly triggers: readonly { event: string; options: Record<string, unknown> }[];
@@ -15,8 +15,8 @@ export interface BuilderState {
 
 /** The LogicVersion fields each kind carries besides the common ones, in contract order. */
 const KIND_FIELDS: Record<StepKind, readonly string[]> = {
-  proxy: ['handler', 'method', 'path'],
-  http: ['method', 'url', 'headers'],
+  proxy: ['handler', 'method', 'path', 'throttleBudgetMs'],
+  http: ['method', 'url', 'headers', 'throttleBudgetMs'],
   decision: ['options', 'schema', 'approverScope', 'deadline', 'onTimeout'],
   delay: ['duration', 'until'],
   func: ['module', 'export'],
@@ -61,6 +61,7 @@ export function assembleDraft(state: BuilderState): WorkflowDraft {
     version: state.meta.version,
     domain: state.meta.domain,
     ...(state.meta.description === undefined ? {} : { description: state.meta.description }),
+    ...(state.meta.priority === undefined ? {} : { priority: state.meta.priority }),
     input: toJsonSchema(state.meta.input, `${at} input`),
     start: first.name,
     steps,

@@ -29,6 +29,7 @@ export interface WorkflowDraft {
   readonly version: number;
   readonly domain: string;
   readonly description?: string;
+  readonly priority?: number;
   readonly input: JsonSchemaDoc;
   readonly start: string;
   /** In declaration order. */

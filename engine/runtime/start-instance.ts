@@ -22,6 +22,8 @@ export interface StartSpec {
   requestedVersion?: number | null;
   /** Terminal-state notifications go here (a `callback` outbox row per terminal transition). */
   callbackUrl: string | null;
+  /** Claims take an env's instances of higher priority first. (Default: the definition's `priority`, else 0) */
+  priority?: number;
 }
 
 /**
@@ -36,7 +38,8 @@ export async function startPinned(c: Client, logics: LogicCache, logic: LogicVer
   const initial = newInstance(logic, spec);
   const t = await begin(logic, initial);
   const hash = spec.idempotencyKey === null ? null : startRequestHash(logic.logicId, spec);
-  const started = await insertWorkflow(c, t, { idempotencyKey: spec.idempotencyKey, requestHash: hash, callbackUrl: spec.callbackUrl, initial });
+  const priority = spec.priority ?? logic.priority ?? 0;
+  const started = await insertWorkflow(c, t, { idempotencyKey: spec.idempotencyKey, requestHash: hash, callbackUrl: spec.callbackUrl, initial, priority });
   // an instance started before hashes were kept (null) answers any request, as it always did
   if (!started.created && started.requestHash !== null && started.requestHash !== hash) {
     throw new IdempotencyMismatch(spec.idempotencyKey!, started.id);
