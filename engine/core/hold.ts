@@ -23,9 +23,14 @@ export interface Hold {
   running: Pick<Running, 'heldMs' | 'holds'>;
 }
 
-/** The HTTP answers that mean "too much, come back later" rather than "broken". */
+/**
+ * The answers that mean "too much, come back later" rather than "broken": a 429, and a 503 that
+ * says when to come back (Retry-After). A bare 503 is a service down: an ordinary transient
+ * failure, which counts an attempt and, repeated, opens the handler's circuit.
+ */
 export function isThrottle(outcome: Extract<StepOutcome, { status: 'failed' }>): boolean {
-  return outcome.retryable && (outcome.error.status === 429 || outcome.error.status === 503);
+  const { status } = outcome.error;
+  return outcome.retryable && (status === 429 || (status === 503 && outcome.retryAfterMs !== undefined));
 }
 
 /**
