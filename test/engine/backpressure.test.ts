@@ -6,6 +6,8 @@ import { createLogger } from '../../engine/runtime/log.ts';
 import type { Db } from '../../engine/store/db.ts';
 import { advanceClock } from '../../engine/store/timers.ts';
 import { asScheduler } from '../../engine/store/tx.ts';
+import { buildApi } from '../../engine/api/server.ts';
+import { AUTH_SECRET, bearer } from '../api/support.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { uniqueLogic } from '../support/engine.ts';
 import { FakeService } from '../support/fake-service.ts';
@@ -51,7 +53,7 @@ describeEachDriver('backpressure', (getDb) => {
     await engine.publish(logic);
     svcNowMs = 0;
     throttleUntilMs = 30_000;
-    const ids = [];
+    const ids: string[] = [];
     for (let i = 0; i < 5; i++) ids.push((await engine.start({ logicId: logic.logicId, input: { i } })).id);
     for (let t = 0; t <= 40_000; t += 5_000) await tick(engine, 5_000);
     await engine.workers.drain();
@@ -102,7 +104,7 @@ describeEachDriver('backpressure', (getDb) => {
     expect(lines.filter((l) => l['event'] === 'circuit_opened')).toHaveLength(1);
     expect((await engine.metrics.render()).body).toContain('flow_circuit_open{handler="LEDGER",env="bp-env"} 1');
 
-    const others = [];
+    const others: string[] = [];
     for (let i = 0; i < 3; i++) others.push((await engine.start({ logicId: logic.logicId, input: { n: i + 2 } })).id);
     await engine.workers.drain();
     // the circuit is open: nobody called the service, nobody used an attempt
@@ -110,6 +112,14 @@ describeEachDriver('backpressure', (getDb) => {
     for (const id of others) expect(rowsOf(await engine.get(id))).toEqual([[1, 'failed', 'FLOW_CIRCUIT_OPEN'], [1, 'running', null]]);
     const stuck = await engine.ops.list({ stuck: true }, { env: 'bp-env' });
     expect(stuck.filter((s) => others.includes(s.id)).map((s) => s.stuckReason)).toEqual(['circuit_open', 'circuit_open', 'circuit_open']);
+    // the console's overview names the paused handler and why
+    const api = await buildApi({ engine, auth: { secret: AUTH_SECRET, production: false } });
+    const overview = await api.app.inject({ url: '/v1/envs/bp-env/overview', headers: await bearer({ envs: ['bp-env'] }) });
+    await api.app.close();
+    expect(overview.statusCode).toBe(200);
+    expect(overview.json().pausedHandlers).toEqual([
+      expect.objectContaining({ handler: 'LEDGER', reason: 'circuit_open', failures: 3, lastError: expect.stringContaining('HTTP_500') }),
+    ]);
 
     down = false;
     for (let t = 0; t < 120_000; t += 30_000) await tick(engine, 30_000);

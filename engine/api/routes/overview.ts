@@ -3,6 +3,7 @@ import { EnvParams } from '../../../contracts/api/common.ts';
 import { Overview } from '../../../contracts/api/overview.ts';
 import type { Engine } from '../../runtime/engine.ts';
 import { readOverview } from '../../store/overview.ts';
+import { readCircuits } from '../../store/circuits.ts';
 import { inEnv } from '../../store/tx.ts';
 import { principalOf, requireScope } from '../guard.ts';
 import { BEARER, PROBLEMS } from './shared.ts';
@@ -24,13 +25,17 @@ export const overviewRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (
     async (req) => {
       const env = req.params.env;
       requireScope(principalOf(req), 'flow:read', undefined, 'the overview of every definition');
-      const [overview, stuck, dead] = await Promise.all([
+      const [overview, stuck, dead, circuits] = await Promise.all([
         inEnv(engine.db, env, (c) => readOverview(c)),
         engine.ops.listStuck({ env, limit: 50 }),
         engine.ops.listDeadLettered({ env, limit: 50 }),
+        inEnv(engine.db, env, (c) => readCircuits(c)),
       ]);
       const brief = ({ ctx: _ctx, ...rest }: (typeof stuck)[number]) => rest;
-      return { ...overview, stuck: stuck.map(brief), deadLettered: dead.map(brief) };
+      const pausedHandlers = circuits
+        .filter((k) => k.state === 'open')
+        .map((k) => ({ handler: k.handler, reason: 'circuit_open', failures: k.failures, lastError: k.reason, openedAt: k.openedAt, openUntil: k.openUntil }));
+      return { ...overview, stuck: stuck.map(brief), deadLettered: dead.map(brief), pausedHandlers };
     },
   );
 };
