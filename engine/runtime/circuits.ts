@@ -2,7 +2,7 @@ import type { LogicVersion, StepOutcome } from '../../contracts/index.ts';
 import { HOLD_CODES } from '../core/hold.ts';
 import type { Instance } from '../core/instance.ts';
 import { handlerEnvName } from '../executors/handlers.ts';
-import { type CircuitRow, circuitFailed, circuitSucceeded, claimProbe, readCircuits } from '../store/circuits.ts';
+import { type CircuitRow, circuitFailed, circuitSucceeded, claimProbe, readCircuits, wakeCircuitHeld } from '../store/circuits.ts';
 import type { Db } from '../store/db.ts';
 import { asScheduler } from '../store/tx.ts';
 import type { FlowLogger } from './log.ts';
@@ -121,9 +121,9 @@ export class Circuits {
       return;
     }
     if (!this.#known.has(k)) return;
-    const wasOpen = await asScheduler(this.#db, (c) => circuitSucceeded(c, { env, handler }));
+    const woken = await asScheduler(this.#db, async (c) => ((await circuitSucceeded(c, { env, handler })) ? wakeCircuitHeld(c, { env }) : null));
     this.#known.delete(k);
-    if (wasOpen) this.#log.info({ event: 'circuit_closed', env, handler }, 'circuit closed');
+    if (woken !== null) this.#log.info({ event: 'circuit_closed', env, handler, woken }, 'circuit closed');
   }
 
   /** Rereads the table in the background when the last read is older than `refreshMs`. */

@@ -103,6 +103,22 @@ export async function claimProbe(c: Client, args: { env: string; handler: string
   return toCircuit(row);
 }
 
+/**
+ * A circuit closed: the env's instances held on an open circuit are due now, instead of waiting
+ * out a hold that was only as long as the probe might take. Those held on another handler's still
+ * open circuit are held again when claimed. Read through the held rows' index (migration 0028);
+ * an instance claimed meanwhile is no longer pending and is left alone.
+ */
+export async function wakeCircuitHeld(c: Client, args: { env: string }): Promise<number> {
+  const res = await c.query(
+    `UPDATE workflows w SET run_at = now() FROM step_runs s
+     WHERE s.state = 'failed' AND s.error->>'code' = 'FLOW_CIRCUIT_OPEN' AND s.env_id = $1
+       AND w.id = s.workflow_id AND w.state = 'pending' AND w.run_at > now() AND s.seq = (w.ctx->'running'->>'seq')::int - 1`,
+    [args.env],
+  );
+  return res.rowCount ?? 0;
+}
+
 /** Every circuit that is open or counting failures, in the envs the transaction sees (all, as the scheduler). */
 export async function readCircuits(c: Client): Promise<CircuitRow[]> {
   const res = await c.query<Row>(`SELECT ${COLUMNS} FROM handler_circuits WHERE state = 'open' OR failures > 0 ORDER BY env_id, handler`);
