@@ -105,8 +105,8 @@ export async function claimProbe(c: Client, args: { env: string; handler: string
 
 /**
  * A circuit closed: the env's instances held on an open circuit are due now, instead of waiting
- * out a hold that was only as long as the probe might take. Those held on another handler's still
- * open circuit are held again when claimed. Read through the held rows' index (migration 0028);
+ * out their hold. Those held on another handler's still open circuit are held again when claimed.
+ * A hold committed after this (decided while the probe was out) waits its end: at most the probe's timeout. Read through the held rows' index (migration 0028);
  * an instance claimed meanwhile is no longer pending and is left alone.
  */
 export async function wakeCircuitHeld(c: Client, args: { env: string }): Promise<number> {

@@ -4,6 +4,7 @@ import type { LogicVersion, WorkflowRecord } from '../../contracts/index.ts';
 import { Engine, type EngineOptions } from '../../engine/runtime/engine.ts';
 import { createLogger } from '../../engine/runtime/log.ts';
 import type { Db } from '../../engine/store/db.ts';
+import { wakeCircuitHeld } from '../../engine/store/circuits.ts';
 import { advanceClock } from '../../engine/store/timers.ts';
 import { asScheduler } from '../../engine/store/tx.ts';
 import { buildApi } from '../../engine/api/server.ts';
@@ -121,11 +122,17 @@ describeEachDriver('backpressure', (getDb) => {
       expect.objectContaining({ handler: 'LEDGER', reason: 'circuit_open', failures: 3, lastError: expect.stringContaining('HTTP_500') }),
     ]);
 
+    // a circuit that closes wakes the instances it held: they are due at once, not at their hold's end
+    const due = () => asScheduler(engine.db, async (c) => (await c.query('SELECT count(*)::int AS n FROM workflows WHERE id = ANY($1) AND run_at <= now()', [others])).rows[0].n);
+    expect(await due()).toBe(0);
+    await asScheduler(engine.db, (c) => wakeCircuitHeld(c, { env: 'bp-env' }));
+    expect(await due()).toBe(3);
+
     down = false;
-    // the open time runs out: one probe goes, gets an answer and closes the circuit, and the
-    // instances held meanwhile (for as long as the probe might take) are woken, not left waiting
+    // the open time runs out: one probe goes, gets an answer and closes the circuit; an instance
+    // held while the probe was out waits at most the probe's timeout (30 s)
     await tick(engine, 60_000);
-    await engine.workers.drain();
+    await tick(engine, 30_000);
     await engine.workers.drain();
     const records = await Promise.all([first, ...others].map((id) => engine.get(id)));
     const body = (await engine.metrics.render()).body;
