@@ -15,6 +15,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { LogicVersion } from '../contracts/index.ts';
+import { parseEnvWeights } from '../engine/config.ts';
 import { Engine } from '../engine/runtime/engine.ts';
 import { openDb } from '../engine/store/db.ts';
 import { dropSchema, migrate } from '../engine/store/migrate.ts';
@@ -106,7 +107,8 @@ const engine = new Engine({
     ]),
     funcRuntime: funcs,
   },
-  worker: { concurrency: CONCURRENCY, pollMs: 20 },
+  // BENCH_ENV_WEIGHTS (`tenant-b=4`) weights the claim's turns, as FLOW_ENV_WEIGHTS does
+  worker: { concurrency: CONCURRENCY, pollMs: 20, ...(process.env['BENCH_ENV_WEIGHTS'] ? { envWeights: parseEnvWeights(process.env['BENCH_ENV_WEIGHTS']) } : {}) },
 });
 await engine.publish(probeLogic, 'tenant-b');
 await engine.publish(floodLogic, 'tenant-a');

@@ -58,6 +58,7 @@ export function lowerDraft(
     version: draft.version,
     domain: draft.domain,
     ...(draft.description === undefined ? {} : { description: draft.description }),
+    ...(draft.priority === undefined ? {} : { priority: draft.priority }),
     input: draft.input,
     start: draft.start,
     steps,

@@ -98,8 +98,14 @@ const common = {
 /** Search attributes an effect step sets when it succeeds, each from the context plus `output` (its own output). */
 const effectCommon = { attributes: z.record(AttributeName, Expr).optional() };
 
-export const ProxyStep = z.strictObject({ kind: z.literal('proxy'), ...common, ...effectCommon, ...ProxyConfig, concurrency: Concurrency.optional() });
-export const HttpStep = z.strictObject({ kind: z.literal('http'), ...common, ...effectCommon, ...HttpConfig, concurrency: Concurrency.optional() });
+/**
+ * Steps that call a service: how long in all its 429 and 503 answers may hold the step without
+ * using an attempt (ms; absent: the engine's FLOW_THROTTLE_BUDGET_MS).
+ */
+const callsOut = { throttleBudgetMs: z.int().min(0).max(2_147_483_647).optional() };
+
+export const ProxyStep = z.strictObject({ kind: z.literal('proxy'), ...common, ...effectCommon, ...ProxyConfig, ...callsOut, concurrency: Concurrency.optional() });
+export const HttpStep = z.strictObject({ kind: z.literal('http'), ...common, ...effectCommon, ...HttpConfig, ...callsOut, concurrency: Concurrency.optional() });
 export const DecisionStep = z.strictObject({
   kind: z.literal('decision'),
   ...common,
@@ -207,6 +213,8 @@ export const LogicVersion = z.strictObject({
   sla: Sla.optional(),
   schedules: z.array(ScheduleDef).optional(),
   concurrency: Concurrency.optional(),
+  /** Claims take an env's instances of higher priority first; a start request may set its own. (Default: 0) */
+  priority: z.int().min(-1000).max(1000).optional(),
   source: z.strictObject({ file: z.string(), compiler: z.string() }).partial().optional(),
 });
 

@@ -82,6 +82,8 @@ export const CreateWorkflowRequest = z.strictObject({
   idempotencyKey: z.string().min(1).max(200).optional(),
   /** Where the outbox relay POSTs a notification on every transition into a terminal state. */
   callback: z.strictObject({ url: z.url({ protocol: /^https?$/ }).max(2000) }).optional(),
+  /** Claims take an env's instances of higher priority first. (Default: the definition's `priority`, else 0) */
+  priority: z.int().min(-1000).max(1000).optional(),
 });
 export type CreateWorkflowRequest = z.infer<typeof CreateWorkflowRequest>;
 
@@ -94,6 +96,11 @@ export const StepOutcome = z.discriminatedUnion('status', [
     /** transient failures are retried with backoff; permanent ones are not. */
     retryable: z.boolean(),
     retryAfterMs: z.number().min(0).optional(),
+    /**
+     * For a 429 or 503 answer: how long in all such answers may hold the step without using an
+     * attempt, when the step sets no `throttleBudgetMs` (the engine's FLOW_THROTTLE_BUDGET_MS).
+     */
+    throttleBudgetMs: z.number().min(0).optional(),
     /**
      * `taken`: the call took effect although the attempt failed (the service answered 2xx with a
      * result the engine cannot store), so the step keeps its compensation. Absent, a permanent

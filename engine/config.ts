@@ -9,6 +9,10 @@ import { DEFAULT_TIMEOUT_CAPS, type TimeoutCaps } from './runtime/execute-attemp
 import { DEFAULT_MAX_INPUT_BYTES, DEFAULT_RETRY_AFTER_MAX_MS } from './runtime/storable.ts';
 import { MAX_WAIT_MS } from './core/storable.ts';
 import type { Db } from './store/db.ts';
+import type { EnvWeights } from './store/claim-workflows.ts';
+import { isEnvName } from './store/tx.ts';
+import type { CircuitOptions, CircuitPolicy } from './runtime/circuits.ts';
+import { DEFAULT_THROTTLE_BUDGET_MS } from './core/hold.ts';
 
 const list = z.string().transform(parseAllowlist);
 // a logicId glob as FLOW_HANDLER_<NAME>_SERVES lists them: logicId characters and `*`
@@ -39,6 +43,10 @@ const EnvSchema = z.object({
   // jsonb holds at most 255 MB; a value must also fit a commit's parameter with the rest
   FLOW_MAX_INPUT_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(DEFAULT_MAX_INPUT_BYTES),
   FLOW_RETRY_AFTER_MAX_MS: z.coerce.number().int().min(0).max(MAX_WAIT_MS).default(DEFAULT_RETRY_AFTER_MAX_MS),
+  FLOW_THROTTLE_BUDGET_MS: z.coerce.number().int().min(0).max(MAX_WAIT_MS).default(DEFAULT_THROTTLE_BUDGET_MS),
+  FLOW_CIRCUIT_FAILURES: z.coerce.number().int().min(0).max(1_000_000).default(0),
+  FLOW_CIRCUIT_OPEN_MS: z.coerce.number().int().min(1).max(MAX_WAIT_MS).default(30_000),
+  FLOW_ENV_WEIGHTS: z.string().optional(),
   FLOW_STUCK_PENDING_MS: z.coerce.number().int().min(1).optional(),
   FLOW_STUCK_PARKED_MS: z.coerce.number().int().min(1).optional(),
   FLOW_RETENTION_DAYS: z.coerce.number().int().min(1).max(36_500).optional(),
@@ -91,6 +99,12 @@ export interface FlowConfig {
   maxInputBytes: number;
   /** The longest wait a `Retry-After` answer may impose. (Default: one hour) */
   maxRetryAfterMs: number;
+  /** How long in all 429/503 answers may hold a step without using an attempt. (Default: 15 minutes) */
+  throttleBudgetMs: number;
+  /** When handler circuits open: FLOW_CIRCUIT_* for all, FLOW_HANDLER_<NAME>_CIRCUIT_* per profile. (Default: never) */
+  circuits: CircuitOptions;
+  /** Instances per env per turn of a claim, from FLOW_ENV_WEIGHTS (`prod=3,staging=1`). (Default: 1 each) */
+  envWeights: EnvWeights;
   /** When an instance counts as stuck: runnable and unclaimed, parked on a 202 without timeoutMs. (Default: a minute, a day) */
   stuck: { pendingForMs?: number; parkedForMs?: number };
   /**
@@ -154,6 +168,9 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): FlowConfig {
       intervalMs: env.FLOW_RETENTION_INTERVAL_MS,
       archiveDir: env.FLOW_ARCHIVE_DIR ?? null,
     },
+    throttleBudgetMs: env.FLOW_THROTTLE_BUDGET_MS,
+    circuits: circuitOptions(given, { failures: env.FLOW_CIRCUIT_FAILURES, openMs: env.FLOW_CIRCUIT_OPEN_MS }),
+    envWeights: env.FLOW_ENV_WEIGHTS === undefined ? {} : parseEnvWeights(env.FLOW_ENV_WEIGHTS),
     stuck: {
       ...(env.FLOW_STUCK_PENDING_MS === undefined ? {} : { pendingForMs: env.FLOW_STUCK_PENDING_MS }),
       ...(env.FLOW_STUCK_PARKED_MS === undefined ? {} : { parkedForMs: env.FLOW_STUCK_PARKED_MS }),
@@ -175,6 +192,36 @@ function retentionEnvDays(given: Record<string, string | undefined>): Record<str
   return out;
 }
 
+/** `prod=3, staging=1` → { prod: 3, staging: 1 }: each a valid env name once, each weight a whole number 1–100. */
+export function parseEnvWeights(value: string): EnvWeights {
+  const weights: Record<string, number> = {};
+  for (const part of value.split(',').map((p) => p.trim()).filter((p) => p !== '')) {
+    const m = /^(.+?)\s*=\s*(\d{1,3})$/.exec(part);
+    const weight = m === null ? Number.NaN : Number(m[2]);
+    if (m === null || !isEnvName(m[1]!) || !(weight >= 1 && weight <= 100)) {
+      throw new ConfigInvalid('FLOW_ENV_WEIGHTS', `${JSON.stringify(part)} is not <env>=<weight> with a weight from 1 to 100`);
+    }
+    if (m[1]! in weights) throw new ConfigInvalid('FLOW_ENV_WEIGHTS', `env ${JSON.stringify(m[1])} is weighted twice`);
+    weights[m[1]!] = weight;
+  }
+  return weights;
+}
+
+/** The global circuit policy and each FLOW_HANDLER_<NAME>_CIRCUIT_FAILURES / _CIRCUIT_OPEN_MS over it. */
+function circuitOptions(given: Record<string, string | undefined>, policy: CircuitPolicy): CircuitOptions {
+  const handlers = new Map<string, CircuitPolicy>();
+  for (const [key, value] of Object.entries(given)) {
+    const m = /^FLOW_HANDLER_(.+)_CIRCUIT_(FAILURES|OPEN_MS)$/.exec(key);
+    if (m === null) continue;
+    const n = Number(value);
+    const min = m[2] === 'FAILURES' ? 0 : 1;
+    if (!Number.isInteger(n) || n < min || n > MAX_WAIT_MS) throw new ConfigInvalid(key, `must be a whole number from ${min}`);
+    const own = handlers.get(m[1]!) ?? { ...policy };
+    handlers.set(m[1]!, m[2] === 'FAILURES' ? { ...own, failures: n } : { ...own, openMs: n });
+  }
+  return { policy, handlers };
+}
+
 /** NODE_ENV=production, for commands that must refuse to run there before reading anything else. */
 export function isProduction(env: NodeJS.ProcessEnv = process.env): boolean {
   return env.NODE_ENV === 'production';
@@ -191,12 +238,14 @@ export function engineOptionsFrom(config: FlowConfig, db: Db, extra: Partial<Eng
     callbackAllowlist: config.callbackAllowlist,
     maxInputBytes: config.maxInputBytes,
     maxRetryAfterMs: config.maxRetryAfterMs,
+    throttleBudgetMs: config.throttleBudgetMs,
+    circuits: config.circuits,
     stuck: config.stuck,
     retention: config.retention,
     ...(config.secretsKey ? { secretsKey: config.secretsKey } : {}),
     ...(config.eventSinkUrl ? { eventSink: { url: config.eventSinkUrl } } : {}),
     ...extra,
-    worker: { timeoutCaps: config.timeoutCaps, ...extra.worker },
+    worker: { timeoutCaps: config.timeoutCaps, envWeights: config.envWeights, ...extra.worker },
     executors: { handlers: config.handlers, httpAllowlist: config.httpAllowlist, ...extra.executors },
   };
 }

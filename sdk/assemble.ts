@@ -16,6 +16,7 @@ export interface BuilderState {
     sla?: { within: string };
     retention?: { days: number };
     concurrency?: { key: unknown; limit: number };
+    priority?: number;
   };
   readonly steps: readonly { name: string; kind: StepKind; options: Record<string, unknown> }[];
   readonly modules: readonly { name: string; options: Record<string, unknown> }[];
@@ -26,8 +27,8 @@ export interface BuilderState {
 
 /** The LogicVersion fields each kind carries besides the common ones, in contract order. */
 const KIND_FIELDS: Record<StepKind, readonly string[]> = {
-  proxy: ['handler', 'method', 'path', 'attributes', 'concurrency'],
-  http: ['method', 'url', 'headers', 'attributes', 'concurrency'],
+  proxy: ['handler', 'method', 'path', 'attributes', 'concurrency', 'throttleBudgetMs'],
+  http: ['method', 'url', 'headers', 'attributes', 'concurrency', 'throttleBudgetMs'],
   decision: ['options', 'schema', 'approverScope', 'deadline', 'onTimeout'],
   delay: ['duration', 'until'],
   func: ['module', 'export', 'attributes', 'concurrency'],
@@ -73,6 +74,7 @@ export function assembleDraft(state: BuilderState): WorkflowDraft {
     domain: state.meta.domain,
     ...(state.meta.description === undefined ? {} : { description: state.meta.description }),
     ...(state.meta.retention === undefined ? {} : { retention: { days: state.meta.retention.days } }),
+    ...(state.meta.priority === undefined ? {} : { priority: state.meta.priority }),
     input: toJsonSchema(state.meta.input, `${at} input`),
     start: first.name,
     steps,

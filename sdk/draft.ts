@@ -31,6 +31,7 @@ export interface WorkflowDraft {
   readonly description?: string;
   /** Days an ended instance is kept (the workflow's `retention` option). */
   readonly retention?: { readonly days: number };
+  readonly priority?: number;
   readonly input: JsonSchemaDoc;
   readonly start: string;
   /** In declaration order. */

@@ -139,6 +139,11 @@ export interface ProxyOptions<Ctx, CompCtx, Mods extends string, Out extends Sch
   method?: HttpMethod;
   /** Handler profile name. (Default: the workflow's domain) */
   handler?: string;
+  /**
+   * How long in all the service's 429 and 503 answers may hold this step without using an
+   * attempt, in ms; past it they count as failed attempts. (Default: the engine's FLOW_THROTTLE_BUDGET_MS)
+   */
+  throttleBudgetMs?: number;
 }
 
 export interface HttpOptions<Ctx, CompCtx, Mods extends string, Out extends Schema>
@@ -148,6 +153,8 @@ export interface HttpOptions<Ctx, CompCtx, Mods extends string, Out extends Sche
   url: string | Mapping<Ctx, string>;
   /** (Default: none) */
   headers?: Readonly<Record<string, string>>;
+  /** As a proxy step's `throttleBudgetMs`. (Default: the engine's FLOW_THROTTLE_BUDGET_MS) */
+  throttleBudgetMs?: number;
 }
 
 export interface FuncOptions<Ctx, CompCtx, Mods extends string, Out extends Schema>

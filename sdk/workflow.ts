@@ -21,6 +21,11 @@ export interface WorkflowOptions<InSchema extends Schema> {
   domain: string;
   /** (Default: none) */
   description?: string;
+  /**
+   * Claims take an env's instances of higher priority first (-1000 to 1000); a start request may
+   * set its own. (Default: 0)
+   */
+  priority?: number;
   /** Schema of the workflow input; instances are validated against its JSON Schema form. */
   input: InSchema;
   /**
@@ -58,6 +63,9 @@ export function workflow<InSchema extends Schema>(
   }
   if (!Number.isInteger(options.version) || options.version < 1) {
     throw new FlowSdkError(SdkErrorCode.invalidOption, `${options.logicId}: version must be an integer >= 1`);
+  }
+  if (options.priority !== undefined && !(Number.isInteger(options.priority) && Math.abs(options.priority) <= 1000)) {
+    throw new FlowSdkError(SdkErrorCode.invalidOption, `${options.logicId}: priority must be an integer from -1000 to 1000`);
   }
   const state: BuilderState = {
     meta: { ...options, input: options.input as z.core.$ZodType },

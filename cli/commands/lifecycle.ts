@@ -9,7 +9,7 @@ import { table } from '../table.ts';
  * `launch`; an event is ingested with `send`.
  */
 export const LIFECYCLE_USAGE: Record<string, string> = {
-  launch: 's8flow launch <logicId> --input JSON|@file [--version N] [--idempotency-key K] [--correlation-id C]',
+  launch: 's8flow launch <logicId> --input JSON|@file [--version N] [--idempotency-key K] [--correlation-id C] [--priority P]',
   send: 's8flow send <eventType> --key IDEMPOTENCY_KEY [--payload JSON|@file]',
   versions: 's8flow versions [logicId]',
   retire: 's8flow retire <logicId> <version>   (new starts refused; running instances finish)',
@@ -64,12 +64,15 @@ const COMMANDS: Record<string, Run> = {
     const version = flag(args, 'version');
     const correlationId = flag(args, 'correlation-id');
     const key = flag(args, 'idempotency-key');
+    const priority = flag(args, 'priority');
+    if (priority !== undefined && !/^-?\d{1,4}$/.test(priority)) throw new UsageError(`a priority is a whole number from -1000 to 1000, not ${priority}: ${usage}`);
     const { record, created } = await client.start(
       {
         logicId: logicId!,
         input: input as never,
         ...(version === undefined ? {} : { version: versionArg(version, usage) }),
         ...(correlationId === undefined ? {} : { correlationId }),
+        ...(priority === undefined ? {} : { priority: Number(priority) }),
       },
       key === undefined ? {} : { idempotencyKey: key },
     );

@@ -1,4 +1,4 @@
-import type { ListedInstance, Overview } from '../../contracts/api/overview.ts';
+import type { ListedInstance, Overview, PausedHandler } from '../../contracts/api/overview.ts';
 import { get } from '../api.ts';
 import type { PageProps } from '../main.tsx';
 import { ago, duration, Problem, Short, State, useLoad } from '../parts/ui.tsx';
@@ -43,6 +43,8 @@ export function OverviewPage({ session }: PageProps) {
           SLA breaches
         </div>
       </section>
+
+      {data.pausedHandlers.length > 0 ? <Paused handlers={data.pausedHandlers} /> : null}
 
       <h2>Instances by state</h2>
       <table class="grid">
@@ -173,6 +175,24 @@ function Limits({ limits }: { limits: NonNullable<Overview['limits']> }) {
           ))}
         </tbody>
       </table>
+    </section>
+  );
+}
+
+/** Handlers whose calls wait: the instances calling them are held without using attempts. */
+function Paused({ handlers }: { handlers: PausedHandler[] }) {
+  return (
+    <section data-testid="paused-handlers">
+      <h2>Paused handlers</h2>
+      <ul class="plain">
+        {handlers.map((h) => (
+          <li key={h.handler}>
+            <b>{h.handler}</b> · <span class="reason">{h.reason.replace(/_/g, ' ')}</span> after {h.failures} failures
+            {h.lastError ? <span class="err"> · {h.lastError}</span> : null}
+            {h.openUntil ? <> · paused until {new Date(h.openUntil).toLocaleTimeString()}</> : null}
+          </li>
+        ))}
+      </ul>
     </section>
   );
 }

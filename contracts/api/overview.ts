@@ -11,6 +11,22 @@ export const ListedInstance = z
   .meta({ id: 'ListedInstance' });
 export type ListedInstance = z.infer<typeof ListedInstance>;
 
+/** A handler profile whose calls in this env are paused: its circuit is open (docs/owning-services.md). */
+export const PausedHandler = z
+  .object({
+    handler: z.string(),
+    /** Why: `circuit_open`. */
+    reason: z.string(),
+    /** Consecutive failed calls, and the last one's error. */
+    failures: z.int(),
+    lastError: z.string().nullable(),
+    openedAt: z.string().nullable(),
+    /** When one probe call may go; a success closes the circuit. */
+    openUntil: z.string().nullable(),
+  })
+  .meta({ id: 'PausedHandler' });
+export type PausedHandler = z.infer<typeof PausedHandler>;
+
 /** `GET /v1/envs/{env}/overview`: what an operator looks at first. */
 export const Overview = z
   .object({
@@ -30,6 +46,8 @@ export const Overview = z
     }),
     /** The limits in force for the env's calls (handlers, keys), with permits held and instances waiting. */
     limits: z.array(LimitInfo).optional(),
+    /** Handler profiles whose calls are paused; their instances wait without using attempts. */
+    pausedHandlers: z.array(PausedHandler),
   })
   .meta({ id: 'Overview' });
 export type Overview = z.infer<typeof Overview>;

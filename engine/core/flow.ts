@@ -6,6 +6,7 @@ import { type Entered, isRegistrationOf, STEP_KINDS } from './steps.ts';
 import { Draft, type Transition, visitField } from './transition.ts';
 import { stepErrorOf } from './errors.ts';
 import { validateOutput } from './schemas.ts';
+import { holdOf } from './hold.ts';
 import { MAX_WAIT_MS } from './storable.ts';
 import { setAttributes, startMappings } from './attributes.ts';
 import { armStepSla, armWorkflowSla } from './sla.ts';
@@ -272,6 +273,26 @@ export async function onOutcome(logic: LogicVersion, inst: Instance, outcome: St
     return d.done();
   }
 
+  const hold = holdOf(step, running, checked);
+  if (hold !== null) {
+    // the same attempt again, its number unchanged: a hold uses none of the retry budget
+    d.finishAttempt(running, 'failed', null, hold.error);
+    const seq = d.insertAttempt({
+      step: running.step,
+      attempt: running.attempt,
+      kind: 'step',
+      state: 'running',
+      input: running.input,
+      output: null,
+      error: null,
+      idempotencyKey: running.idempotencyKey,
+    });
+    d.ctx.running = { ...running, ...hold.running, seq };
+    d.instance.state = 'pending';
+    d.runAfterMs = hold.waitMs;
+    d.cause = 'retry_scheduled';
+    return d.done();
+  }
   const error = { ...checked.error, step: running.step };
   d.finishAttempt(running, 'failed', null, error);
   const policy = policyOf(step.retry);

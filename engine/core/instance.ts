@@ -104,6 +104,10 @@ export interface Running {
   registration?: number;
   /** Which visit of the step this is, when the step was entered more than once (absent: the first). */
   visit?: number;
+  /** How long 429/503 answers have held this step so far without using an attempt (hold.ts). */
+  heldMs?: number;
+  /** How many holds (throttled answers and open circuits) this step has waited out. */
+  holds?: number;
 }
 
 export interface Registration {

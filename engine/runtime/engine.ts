@@ -1,3 +1,4 @@
+import { Circuits, type CircuitOptions } from './circuits.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   CreateWorkflowRequest,
@@ -103,6 +104,13 @@ export interface EngineOptions {
    * cut to it. (Default: 3600000, one hour)
    */
   maxRetryAfterMs?: number;
+  /**
+   * How long in all a step's 429 and 503 answers may hold it without using an attempt, unless the
+   * step sets `throttleBudgetMs` (core/hold.ts). (Default: 900000, 15 minutes)
+   */
+  throttleBudgetMs?: number;
+  /** When a handler profile's circuit opens, per profile or for all (circuits.ts). (Default: never) */
+  circuits?: CircuitOptions;
   /** Structured log lines (pino) for failures, retries, dead letters, compensations, lost leases. (Default: none) */
   logger?: FlowLogger;
   /**
@@ -218,9 +226,14 @@ export class Engine {
     this.log = opts.logger ?? silentLogger;
     const observer = observeAll(this.metrics, logObserver(this.log), opts.observer ?? {});
     this.#observer = observer;
-    const limits = { maxBytes: this.#maxInputBytes, maxRetryAfterMs: opts.maxRetryAfterMs ?? DEFAULT_RETRY_AFTER_MAX_MS };
+    const limits = {
+      maxBytes: this.#maxInputBytes,
+      maxRetryAfterMs: opts.maxRetryAfterMs ?? DEFAULT_RETRY_AFTER_MAX_MS,
+      ...(opts.throttleBudgetMs === undefined ? {} : { throttleBudgetMs: opts.throttleBudgetMs }),
+    };
+    const circuits = opts.circuits === undefined ? undefined : new Circuits(opts.db, opts.circuits, this.log);
     this.permits = new Permits(opts.db, handlers, (err) => observer.onError?.(null, err), opts.permitSweepMs);
-    this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, observer, opts.worker, limits, this.permits);
+    this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, observer, { ...opts.worker, ...(circuits ? { circuits } : {}) }, limits, this.permits);
     this.ops = new Operations(
       opts.db,
       this.logics,
@@ -411,6 +424,7 @@ export class Engine {
         requestedVersion: req.version ?? null,
         callbackUrl: req.callback?.url ?? null,
         ...(opts.traceContext === undefined ? {} : { traceContext: opts.traceContext }),
+        ...(req.priority === undefined ? {} : { priority: req.priority }),
       });
       return { ...started, record: withRecord ? await loadRecord(c, started.id) : null };
     });

@@ -7,6 +7,8 @@ import type { EffectResult } from '../executors/index.ts';
 import type { Db } from '../store/db.ts';
 import { limitLoads, type PermitNeed, type PermitWait } from '../store/permits.ts';
 import { readGauges } from '../store/read-gauges.ts';
+import { readCircuits } from '../store/circuits.ts';
+import { HOLD_CODES } from '../core/hold.ts';
 import type { Stored } from '../store/rows.ts';
 import type { SlaBreachFired } from '../store/timers.ts';
 import { asScheduler } from '../store/tx.ts';
@@ -41,6 +43,13 @@ export class EngineMetrics implements TransitionObserver {
     labelNames: ['env', 'logic_id', 'step'],
     registers: [this.registry],
   });
+  readonly #circuitOpen = new Gauge({ name: 'flow_circuit_open', help: 'Handler circuits open now (1), by handler profile and env: its calls wait', labelNames: ['handler', 'env'], registers: [this.registry] });
+  readonly #holds = new Counter({
+    name: 'flow_holds_total',
+    help: 'Attempts held without using one, by reason: throttled (the service answered 429/503) or circuit_open',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
   readonly #timerLateness = new Histogram({
     name: 'flow_timer_lateness_seconds',
     help: 'How long after it was due a delay or deadline timer fired (database clock)',
@@ -60,7 +69,9 @@ export class EngineMetrics implements TransitionObserver {
 
   /** The Prometheus text exposition: the database gauges read afresh, then everything. */
   async render(): Promise<{ contentType: string; body: string }> {
-    const rows = await asScheduler(this.#db, readGauges);
+    const [rows, circuits] = await asScheduler(this.#db, async (c) => [await readGauges(c), await readCircuits(c)] as const);
+    this.#circuitOpen.reset();
+    for (const k of circuits) if (k.state === 'open') this.#circuitOpen.set({ handler: k.handler, env: k.env }, 1);
     // reset first: a label set that has gone from the database must go from the scrape too
     for (const g of [this.#instances, this.#parked, this.#runnable, this.#oldest]) g.reset();
     this.#runnable.set(0);
@@ -99,7 +110,10 @@ export class EngineMetrics implements TransitionObserver {
 
   onTransition(from: Instance, t: Transition, committed: boolean): void {
     if (!committed) return;
-    if (t.cause === 'retry_scheduled') this.#retries.inc({ kind: 'step' });
+    // a hold finishes its row with a hold code and is no retry
+    const hold = t.attempts.find((a) => a.op === 'finish' && a.state === 'failed' && (a.error?.code === HOLD_CODES.throttled || a.error?.code === HOLD_CODES.circuit));
+    if (hold !== undefined) this.#holds.inc({ reason: hold.error?.code === HOLD_CODES.throttled ? 'throttled' : 'circuit_open' });
+    else if (t.cause === 'retry_scheduled') this.#retries.inc({ kind: 'step' });
     if (t.cause === 'compensation_retry_scheduled') this.#retries.inc({ kind: 'compensation' });
     const to = t.instance.state;
     if (to === from.state || !TERMINAL_STATES.has(to as never)) return;

@@ -26,6 +26,8 @@ export interface StartSpec {
   callbackUrl: string | null;
   /** The caller's trace context, the start span's parent. (Default: the context active now) */
   traceContext?: Context;
+  /** Claims take an env's instances of higher priority first. (Default: the definition's `priority`, else 0) */
+  priority?: number;
 }
 
 /**
@@ -46,7 +48,8 @@ export async function startPinned(c: Client, logics: LogicCache, logic: LogicVer
     const t = await begin(logic, initial);
     const hash = spec.idempotencyKey === null ? null : startRequestHash(logic.logicId, spec);
     const traceParent = span.isRecording() ? traceParentOf(span) : null;
-    const started = await insertWorkflow(c, t, { idempotencyKey: spec.idempotencyKey, requestHash: hash, callbackUrl: spec.callbackUrl, initial, traceParent });
+    const priority = spec.priority ?? logic.priority ?? 0;
+    const started = await insertWorkflow(c, t, { idempotencyKey: spec.idempotencyKey, requestHash: hash, callbackUrl: spec.callbackUrl, initial, traceParent, priority });
     if (span.isRecording()) span.setAttributes({ ...instanceAttributes({ ...initial, id: started.id }), 'flow.created': started.created });
     // an instance started before hashes were kept (null) answers any request, as it always did
     if (!started.created && started.requestHash !== null && started.requestHash !== hash) {

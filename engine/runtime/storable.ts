@@ -1,3 +1,4 @@
+import { isThrottle } from '../core/hold.ts';
 import { FlowError } from '../../contracts/errors.ts';
 import type { FlowErrorBody, StepOutcome } from '../../contracts/index.ts';
 import { tookNoEffect } from '../core/flow.ts';
@@ -68,6 +69,8 @@ export function unstorableCommit(err: unknown, replaced: StepOutcome | null): St
 export interface ResultLimits {
   maxBytes: number;
   maxRetryAfterMs: number;
+  /** Stamped on each 429/503 answer for the core: FLOW_THROTTLE_BUDGET_MS (core/hold.ts). (Default: the core's) */
+  throttleBudgetMs?: number;
 }
 
 /** The longest error message kept from an attempt: enough to act on, never the whole body. */
@@ -101,9 +104,10 @@ function storableFailure(result: Extract<StepOutcome, { status: 'failed' }>, lim
   const wait = retryAfterMs === undefined || Number.isNaN(retryAfterMs) ? undefined : Math.min(Math.max(0, retryAfterMs), limits.maxRetryAfterMs);
   const fits = typeof result.error.message === 'string' && result.error.message.length <= MAX_ERROR_MESSAGE;
   const error = fits && storableProblem(result.error, limits.maxBytes) === null ? result.error : cleanError(result.error);
-  if (wait === retryAfterMs && error === result.error) return result;
+  const budget = limits.throttleBudgetMs !== undefined && isThrottle(result) ? { throttleBudgetMs: limits.throttleBudgetMs } : {};
+  if (wait === retryAfterMs && error === result.error && !('throttleBudgetMs' in budget)) return result;
   const { retryAfterMs: _, ...rest } = result;
-  return { ...rest, error, ...(wait === undefined ? {} : { retryAfterMs: wait }) };
+  return { ...rest, error, ...(wait === undefined ? {} : { retryAfterMs: wait }), ...budget };
 }
 
 // String.prototype.toWellFormed (ES2024, Node 20): each lone surrogate becomes U+FFFD

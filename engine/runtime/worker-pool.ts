@@ -5,7 +5,9 @@ import { type LogicVersion, TERMINAL_STATES } from '../../contracts/index.ts';
 import { apply, claimedWork, type TraceEvent } from '../core/journal.ts';
 import type { Instance } from '../core/instance.ts';
 import type { Executors } from '../executors/index.ts';
-import { claimWorkflows, letLeaseLapse, releaseWakes } from '../store/claim-workflows.ts';
+import { claimWorkflows, type EnvWeights, letLeaseLapse, releaseWakes } from '../store/claim-workflows.ts';
+import { attemptTimeoutMs } from '../core/flow.ts';
+import type { Circuits } from './circuits.ts';
 import { commitLanded, commitTransition } from '../store/commit-transition.ts';
 import type { Db } from '../store/db.ts';
 import type { Stored } from '../store/rows.ts';
@@ -53,6 +55,10 @@ export interface WorkerOptions {
   pollMs?: number;
   /** Caps on every attempt's timeout (execute-attempt.ts). (Default: DEFAULT_TIMEOUT_CAPS) */
   timeoutCaps?: TimeoutCaps;
+  /** How many instances each env gets per turn of a claim (FLOW_ENV_WEIGHTS). (Default: 1 each) */
+  envWeights?: EnvWeights;
+  /** The handler circuits step attempts pass through (circuits.ts). (Default: none) */
+  circuits?: Circuits;
 }
 
 /**
@@ -117,6 +123,8 @@ export class WorkerPool {
   /** At most `concurrency` attempts executing; the instances held beyond them wait here in claim order. */
   readonly #executors: Slots;
   #unlisten: (() => Promise<void>)[] = [];
+  readonly #envWeights: EnvWeights | undefined;
+  readonly #circuits: Circuits | undefined;
   #companions: { start(): Promise<void>; stop(): Promise<void> }[] = [];
   /** Other due-time work the timer loop fires (schedules), with when it is next worth a look. */
   #tickers: { fire(): Promise<{ fired: number; nextDueMs: number | null }>; lookAt: number }[] = [];
@@ -137,6 +145,8 @@ export class WorkerPool {
     this.leaseMs = opts.leaseMs ?? 30_000;
     this.pollMs = opts.pollMs ?? 250;
     this.timeoutCaps = opts.timeoutCaps ?? DEFAULT_TIMEOUT_CAPS;
+    this.#envWeights = opts.envWeights;
+    this.#circuits = opts.circuits?.enabled === true ? opts.circuits : undefined;
     this.#cancelTree = cancelTree(logics);
     this.#heartbeats = new Heartbeats(db, this.leaseMs, observer);
     this.#batcher = new CommitBatcher(db.pool);
@@ -338,7 +348,7 @@ export class WorkerPool {
     this.#asking += room;
     let claimed: Stored[];
     try {
-      claimed = await claimWorkflows(this.db.pool, { limit: room, leaseMs: this.leaseMs });
+      claimed = await claimWorkflows(this.db.pool, { limit: room, leaseMs: this.leaseMs, ...(this.#envWeights === undefined ? {} : { weights: this.#envWeights }) });
     } finally {
       this.#asking -= room;
     }
@@ -482,7 +492,10 @@ export class WorkerPool {
     const began = performance.now();
     const halt = this.#halt.signal;
     const attempt = (trace?: Context) => executeAttempt(logic, instance, this.executors, this.tokens, { signal: lease.signal, halt, trace }, this.timeoutCaps);
-    const result = storableResult(await traceAttempt(root, instance, attempt), this.limits);
+    const handler = this.#circuits?.handlerOf(logic, instance) ?? null;
+    const held = handler === null ? null : await this.#circuits!.before(instance, handler, attemptTimeoutMs(logic, instance.ctx.running!));
+    const result = storableResult(held ?? (await traceAttempt(root, instance, attempt)), this.limits);
+    if (handler !== null && held === null && result.status !== 'progress') await this.#circuits!.after(instance, handler, result);
     if (halt.aborted && result.status === 'failed' && result.error.code === 'FUNC_ABORTED') return 'abandoned';
     this.observer.onAttempt?.(logic, instance, result, (performance.now() - began) / 1000);
     const event: TraceEvent = result.status === 'progress' ? { type: 'progress', record: result.record } : { type: 'outcome', outcome: result };

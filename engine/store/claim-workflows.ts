@@ -1,6 +1,9 @@
 import { type Stored, toStored, type WorkflowRow } from './rows.ts';
 import type { Client, Queryable } from './tx.ts';
 
+/** How many instances each env gets per turn of a claim; an env not named weighs 1 (FLOW_ENV_WEIGHTS). */
+export type EnvWeights = Readonly<Record<string, number>>;
+
 /**
  * Leases up to `limit` runnable instances across all environments: pending ones whose time has
  * come, compensating ones and woken waiting ones nobody holds, and instances whose holder's lease
@@ -10,13 +13,14 @@ import type { Client, Queryable } from './tx.ts';
  * pass the pool: a claim is one round trip. A timer poll grants a lease on the same terms to the
  * instances it wakes (migration 0016: fireDueTimers).
  */
-export async function claimWorkflows(on: Queryable, args: { limit: number; leaseMs: number }): Promise<Stored[]> {
+export async function claimWorkflows(on: Queryable, args: { limit: number; leaseMs: number; weights?: EnvWeights }): Promise<Stored[]> {
   // named, as the heartbeat: prepared once per connection, sent by every worker again and again;
-  // each row comes with its outputs (migration 0011)
+  // each row comes with its outputs (migration 0011); higher priorities first within an env, and
+  // an env of weight w gets w instances per turn (migration 0028)
   const res = await on.query<WorkflowRow>({
     name: 'flow_claim',
-    text: 'SELECT (c.wf).*, c.outputs FROM claim_workflows($1, $2) c',
-    values: [args.limit, args.leaseMs],
+    text: 'SELECT (c.wf).*, c.outputs FROM claim_workflows($1, $2, $3::jsonb) c',
+    values: [args.limit, args.leaseMs, JSON.stringify(args.weights ?? {})],
   });
   return res.rows.map(toStored);
 }

@@ -15,6 +15,8 @@ export interface StartKey {
   initial?: Instance;
   /** The start span's W3C traceparent, kept so every later span of the instance joins its trace (migration 0032). */
   traceParent?: string | null;
+  /** Claims take an env's instances of higher priority first (migration 0028). (Default: 0) */
+  priority?: number;
 }
 
 /**
@@ -33,7 +35,7 @@ export async function insertWorkflow(
   const res = await c.query<{ id: string }>(
     `INSERT INTO workflows (id, env_id, domain, logic_id, version, logic_hash, state, input, output, current_step, error,
                             generation, ctx, correlation_id, idempotency_key, parent_id, branch_index, run_at, callback_url,
-                            request_hash, trace_parent)
+                            request_hash, trace_parent, priority)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
              now() + coalesce($18::float8, 0) * interval '1 millisecond', $19, $20, $21)
      ON CONFLICT (env_id, logic_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -60,6 +62,7 @@ export async function insertWorkflow(
       key.callbackUrl ?? null,
       key.requestHash ?? null,
       key.traceParent ?? null,
+      key.priority ?? 0,
     ],
   );
   if (res.rows.length === 0) {

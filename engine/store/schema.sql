@@ -221,6 +221,7 @@ CREATE TABLE flow.workflows (
     request_hash text,
     commit_token uuid,
     commit_version bigint,
+    priority integer DEFAULT 0 NOT NULL,
     trace_parent text,
     CONSTRAINT workflows_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'processing'::text, 'waiting'::text, 'compensating'::text, 'completed'::text, 'failed'::text, 'compensated'::text, 'cancelled'::text, 'dead_lettered'::text])))
 )
@@ -229,10 +230,10 @@ WITH (fillfactor='75');
 ALTER TABLE ONLY flow.workflows FORCE ROW LEVEL SECURITY;
 
 --
--- Name: claim_workflows(integer, double precision); Type: FUNCTION; Schema: flow; Owner: -
+-- Name: claim_workflows(integer, double precision, jsonb); Type: FUNCTION; Schema: flow; Owner: -
 --
 
-CREATE FUNCTION flow.claim_workflows(lim integer, lease_ms double precision) RETURNS TABLE(wf flow.workflows, outputs jsonb)
+CREATE FUNCTION flow.claim_workflows(lim integer, lease_ms double precision, weights jsonb DEFAULT '{}'::jsonb) RETURNS TABLE(wf flow.workflows, outputs jsonb)
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -240,32 +241,36 @@ DECLARE
   taken_rows workflows[];
 BEGIN
   PERFORM set_config('role', 'flow_engine', true);
-  WITH RECURSIVE envs AS (
-    -- each env with a runnable instance, due or not: one index probe per env (a skip scan)
-    (SELECT env_id FROM workflows
+  WITH RECURSIVE lanes AS (
+    -- each (env, priority) with a runnable instance, due or not: one index probe per pair
+    (SELECT env_id, priority FROM workflows
      WHERE state IN ('pending', 'compensating') OR (state = 'waiting' AND wakes IS NOT NULL)
-     ORDER BY env_id LIMIT 1)
+     ORDER BY env_id, priority LIMIT 1)
     UNION ALL
-    SELECT (SELECT w.env_id FROM workflows w
-            WHERE (w.state IN ('pending', 'compensating') OR (w.state = 'waiting' AND w.wakes IS NOT NULL))
-              AND w.env_id > e.env_id
-            ORDER BY w.env_id LIMIT 1)
-    FROM envs e WHERE e.env_id IS NOT NULL
+    SELECT n.env_id, n.priority FROM lanes l CROSS JOIN LATERAL (
+      SELECT w.env_id, w.priority FROM workflows w
+      WHERE (w.state IN ('pending', 'compensating') OR (w.state = 'waiting' AND w.wakes IS NOT NULL))
+        AND (w.env_id, w.priority) > (l.env_id, l.priority)
+      ORDER BY w.env_id, w.priority LIMIT 1
+    ) n
   ), due AS (
-    -- each env's first `lim` due instances nobody holds, with their turn within the env
-    SELECT d.id, d.run_at, row_number() OVER (PARTITION BY e.env_id ORDER BY d.run_at) AS turn
-    FROM envs e CROSS JOIN LATERAL (
+    -- each lane's first `lim` due instances nobody holds; the env's highest priority first
+    SELECT d.id, d.run_at, l.env_id, l.priority FROM lanes l CROSS JOIN LATERAL (
       SELECT w.id, w.run_at FROM workflows w
-      WHERE w.env_id = e.env_id
+      WHERE w.env_id = l.env_id AND w.priority = l.priority
         AND (w.state IN ('pending', 'compensating') OR (w.state = 'waiting' AND w.wakes IS NOT NULL))
         AND w.run_at <= statement_timestamp()
         AND (w.lease_expires_at IS NULL OR w.lease_expires_at < statement_timestamp())
       ORDER BY w.run_at LIMIT lim
       FOR NO KEY UPDATE SKIP LOCKED
     ) d
-    WHERE e.env_id IS NOT NULL
+  ), turns AS (
+    SELECT id, run_at, priority,
+           ceil(row_number() OVER (PARTITION BY env_id ORDER BY priority DESC, run_at)
+                / greatest(coalesce((weights->>env_id)::float8, 1), 1)) AS turn
+    FROM due
   ), runnable AS (
-    SELECT id FROM due ORDER BY turn, run_at LIMIT lim
+    SELECT id FROM turns ORDER BY turn, priority DESC, run_at LIMIT lim
   ), orphaned AS (
     SELECT id FROM workflows
     WHERE state = 'processing' AND lease_expires_at < statement_timestamp()
@@ -922,6 +927,25 @@ CREATE TABLE flow.events (
 ALTER TABLE ONLY flow.events FORCE ROW LEVEL SECURITY;
 
 --
+-- Name: handler_circuits; Type: TABLE; Schema: flow; Owner: -
+--
+
+CREATE TABLE flow.handler_circuits (
+    env_id text NOT NULL,
+    handler text NOT NULL,
+    state text DEFAULT 'closed'::text NOT NULL,
+    failures integer DEFAULT 0 NOT NULL,
+    reason text,
+    opened_at timestamp with time zone,
+    open_until timestamp with time zone,
+    probe_until timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT handler_circuits_state_check CHECK ((state = ANY (ARRAY['closed'::text, 'open'::text])))
+);
+
+ALTER TABLE ONLY flow.handler_circuits FORCE ROW LEVEL SECURITY;
+
+--
 -- Name: journal; Type: TABLE; Schema: flow; Owner: -
 --
 
@@ -1381,6 +1405,13 @@ ALTER TABLE ONLY flow.events
     ADD CONSTRAINT events_pkey PRIMARY KEY (env_id, idempotency_key);
 
 --
+-- Name: handler_circuits handler_circuits_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.handler_circuits
+    ADD CONSTRAINT handler_circuits_pkey PRIMARY KEY (env_id, handler);
+
+--
 -- Name: journal journal_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
 --
 
@@ -1677,7 +1708,7 @@ CREATE INDEX workflows_parent ON flow.workflows USING btree (parent_id, parent_s
 -- Name: workflows_runnable; Type: INDEX; Schema: flow; Owner: -
 --
 
-CREATE INDEX workflows_runnable ON flow.workflows USING btree (env_id, run_at) WHERE ((state = ANY (ARRAY['pending'::text, 'compensating'::text])) OR ((state = 'waiting'::text) AND (wakes IS NOT NULL)));
+CREATE INDEX workflows_runnable ON flow.workflows USING btree (env_id, priority, run_at) WHERE ((state = ANY (ARRAY['pending'::text, 'compensating'::text])) OR ((state = 'waiting'::text) AND (wakes IS NOT NULL)));
 
 --
 -- Name: workflows_state; Type: INDEX; Schema: flow; Owner: -
@@ -1807,6 +1838,12 @@ CREATE POLICY env_isolation ON flow.bulk_jobs TO flow_app USING ((env_id = curre
 CREATE POLICY env_isolation ON flow.events TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
 
 --
+-- Name: handler_circuits env_isolation; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY env_isolation ON flow.handler_circuits TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
+
+--
 -- Name: journal env_isolation; Type: POLICY; Schema: flow; Owner: -
 --
 
@@ -1921,6 +1958,12 @@ CREATE POLICY env_isolation ON flow.workflows TO flow_app USING ((env_id = curre
 ALTER TABLE flow.events ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: handler_circuits; Type: ROW SECURITY; Schema: flow; Owner: -
+--
+
+ALTER TABLE flow.handler_circuits ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: journal; Type: ROW SECURITY; Schema: flow; Owner: -
 --
 
@@ -2027,6 +2070,12 @@ CREATE POLICY scheduler ON flow.change_watchers TO flow_engine USING (true) WITH
 --
 
 CREATE POLICY scheduler ON flow.events TO flow_engine USING (true) WITH CHECK (true);
+
+--
+-- Name: handler_circuits scheduler; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY scheduler ON flow.handler_circuits TO flow_engine USING (true) WITH CHECK (true);
 
 --
 -- Name: journal scheduler; Type: POLICY; Schema: flow; Owner: -
@@ -2211,11 +2260,11 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.workflows TO flow_app;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.workflows TO flow_engine;
 
 --
--- Name: FUNCTION claim_workflows(lim integer, lease_ms double precision); Type: ACL; Schema: flow; Owner: -
+-- Name: FUNCTION claim_workflows(lim integer, lease_ms double precision, weights jsonb); Type: ACL; Schema: flow; Owner: -
 --
 
-GRANT ALL ON FUNCTION flow.claim_workflows(lim integer, lease_ms double precision) TO flow_app;
-GRANT ALL ON FUNCTION flow.claim_workflows(lim integer, lease_ms double precision) TO flow_engine;
+GRANT ALL ON FUNCTION flow.claim_workflows(lim integer, lease_ms double precision, weights jsonb) TO flow_app;
+GRANT ALL ON FUNCTION flow.claim_workflows(lim integer, lease_ms double precision, weights jsonb) TO flow_engine;
 
 --
 -- Name: FUNCTION commit_batch(ps jsonb); Type: ACL; Schema: flow; Owner: -
@@ -2314,6 +2363,13 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.change_watchers TO flow_engine;
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.events TO flow_app;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.events TO flow_engine;
+
+--
+-- Name: TABLE handler_circuits; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.handler_circuits TO flow_app;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.handler_circuits TO flow_engine;
 
 --
 -- Name: TABLE journal; Type: ACL; Schema: flow; Owner: -

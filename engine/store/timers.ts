@@ -68,4 +68,9 @@ export async function advanceClock(c: Client, ms: number): Promise<void> {
     [ms],
   );
   await advanceOutbox(c, ms);
+  await c.query(
+    `UPDATE handler_circuits SET open_until = open_until - $1::float8 * interval '1 millisecond',
+       probe_until = probe_until - $1::float8 * interval '1 millisecond' WHERE state = 'open'`,
+    [ms],
+  );
 }

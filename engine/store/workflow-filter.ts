@@ -43,6 +43,9 @@ export const STUCK_REASONS = [
   'pending_too_long',
   // parked on a 202 that set no timeoutMs, for longer than parkedForMs: no timer will ever end it
   'callback_parked',
+  // held without using an attempt (core/hold.ts): its handler's circuit is open, or the service answered 429/503
+  'circuit_open',
+  'throttled',
 ] as const;
 export type StuckReason = (typeof STUCK_REASONS)[number];
 
@@ -80,7 +83,15 @@ function stuckConditions(w: string, pendingMs: string, parkedMs: string): [reaso
        AND (SELECT v.doc->'steps'->${w}.current_step->>'kind' FROM logic_versions v
              WHERE v.env_id = ${w}.env_id AND v.logic_id = ${w}.logic_id AND v.version = ${w}.version) IN ('proxy', 'http')`,
     ],
+    [`'circuit_open'`, heldOn(w, 'FLOW_CIRCUIT_OPEN')],
+    [`'throttled'`, heldOn(w, 'FLOW_THROTTLED')],
   ];
+}
+
+/** The instance waits out a hold: its last row is a held one (the row before its running attempt's, migration 0028). */
+function heldOn(w: string, code: string): string {
+  return `${w}.state = 'pending' AND EXISTS (SELECT 1 FROM step_runs s WHERE s.workflow_id = ${w}.id
+    AND s.seq = (${w}.ctx->'running'->>'seq')::int - 1 AND s.state = 'failed' AND s.error->>'code' = '${code}')`;
 }
 
 /** The stuck reason of the row aliased `w` as a SQL expression: one of `STUCK_REASONS`, or NULL. */
@@ -104,7 +115,8 @@ function stuckCandidates(pendingMs: string, parkedMs: string): string {
         AND c.run_at < now() - ${pendingMs}::float8 * interval '1 millisecond'
     UNION ALL SELECT c.id FROM logic_versions v CROSS JOIN LATERAL jsonb_each(v.doc->'steps') s(name, def)
       JOIN workflows c ON c.env_id = v.env_id AND c.logic_id = v.logic_id AND c.version = v.version AND c.state = 'waiting' AND c.current_step = s.name
-      WHERE s.def->>'kind' IN ('proxy', 'http') AND c.wakes IS NULL AND c.updated_at < now() - ${parkedMs}::float8 * interval '1 millisecond'`;
+      WHERE s.def->>'kind' IN ('proxy', 'http') AND c.wakes IS NULL AND c.updated_at < now() - ${parkedMs}::float8 * interval '1 millisecond'
+    UNION ALL SELECT h.workflow_id FROM step_runs h WHERE h.state = 'failed' AND h.error->>'code' IN ('FLOW_THROTTLED', 'FLOW_CIRCUIT_OPEN')`;
 }
 
 /** True when the row aliased `w` is stuck. */

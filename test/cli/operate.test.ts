@@ -9,6 +9,7 @@ import { type Api, buildApi } from '../../engine/api/server.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import { type Db, openDb } from '../../engine/store/db.ts';
 import { migrate } from '../../engine/store/migrate.ts';
+import { asScheduler } from '../../engine/store/tx.ts';
 import { FakeService } from '../support/fake-service.ts';
 import { logic } from '../ui/harness.ts';
 
@@ -223,6 +224,10 @@ describe('s8flow operator commands over the API', () => {
     expect((await engine.settled(record.id)).output).toEqual({ greeting: 'hello 1' });
     const table = await run('launch', 'cli.hello', '--input', '{"n":2}', '--idempotency-key', 'k-2', ...target(admin));
     expect(table.out).toMatch(/^[0-9a-f-]{36} {2}cli\.hello@1 {2}\w+/);
+    const urgent = JSON.parse((await run('launch', 'cli.hello', '--input', '{"n":6}', '--priority', '9', '--json', ...target(admin))).out);
+    const stored = await asScheduler(engine.db, (c) => c.query('SELECT priority FROM workflows WHERE id = $1', [urgent.id]));
+    expect(stored.rows).toEqual([{ priority: 9 }]);
+    expect((await run('launch', 'cli.hello', '--input', '{"n":7}', '--priority', 'high', ...target(admin))).code).toBe(2);
 
     const sent = await run('send', 'cli.said', '--payload', '{"n":3}', '--key', 'evt-1', '--json', ...target(admin));
     expect(sent.code).toBe(0);

@@ -4,6 +4,7 @@ import { Overview } from '../../../contracts/api/overview.ts';
 import type { Engine } from '../../runtime/engine.ts';
 import { readOverview } from '../../store/overview.ts';
 import { readSlaBreaches } from '../../store/sla-breaches.ts';
+import { readCircuits } from '../../store/circuits.ts';
 import { inEnv } from '../../store/tx.ts';
 import { principalOf, requireScope } from '../guard.ts';
 import { limitInfo } from './limits.ts';
@@ -26,15 +27,19 @@ export const overviewRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (
     async (req) => {
       const env = req.params.env;
       requireScope(principalOf(req), 'flow:read', undefined, 'the overview of every definition');
-      const [overview, stuck, dead, slaBreaches, limits] = await Promise.all([
+      const [overview, stuck, dead, slaBreaches, limits, circuits] = await Promise.all([
         inEnv(engine.db, env, (c) => readOverview(c)),
         engine.ops.listStuck({ env, limit: 50 }),
         engine.ops.listDeadLettered({ env, limit: 50 }),
         inEnv(engine.db, env, (c) => readSlaBreaches(c)),
         engine.permits.list(env),
+        inEnv(engine.db, env, (c) => readCircuits(c)),
       ]);
       const brief = ({ ctx: _ctx, ...rest }: (typeof stuck)[number]) => rest;
-      return { ...overview, stuck: stuck.map(brief), deadLettered: dead.map(brief), slaBreaches, limits: limits.map(limitInfo) };
+      const pausedHandlers = circuits
+        .filter((k) => k.state === 'open')
+        .map((k) => ({ handler: k.handler, reason: 'circuit_open', failures: k.failures, lastError: k.reason, openedAt: k.openedAt, openUntil: k.openUntil }));
+      return { ...overview, stuck: stuck.map(brief), deadLettered: dead.map(brief), slaBreaches, limits: limits.map(limitInfo), pausedHandlers };
     },
   );
 };
