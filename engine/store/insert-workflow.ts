@@ -37,7 +37,7 @@ export async function insertWorkflow(
                             generation, ctx, correlation_id, idempotency_key, parent_id, branch_index, run_at, callback_url,
                             request_hash, trace_parent, priority)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-             now() + coalesce($18::float8, 0) * interval '1 millisecond', $19, $20, $21)
+             now() + coalesce($18::float8, 0) * interval '1 millisecond', $19, $20, $21, $22)
      ON CONFLICT (env_id, logic_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
      RETURNING id`,
     [
