@@ -838,7 +838,7 @@ CREATE TABLE flow.audit (
     version integer,
     resource text,
     schedule_id text,
-    CONSTRAINT audit_names_its_subject CHECK (((workflow_id IS NOT NULL) OR ((logic_id IS NOT NULL) AND (version IS NOT NULL)) OR (schedule_id IS NOT NULL)))
+    CONSTRAINT audit_names_its_subject CHECK (((workflow_id IS NOT NULL) OR ((logic_id IS NOT NULL) AND (version IS NOT NULL)) OR (resource IS NOT NULL) OR (schedule_id IS NOT NULL)))
 );
 
 ALTER TABLE ONLY flow.audit FORCE ROW LEVEL SECURITY;

@@ -236,7 +236,7 @@ describe('the timeout caps, from the configuration', () => {
     const config = loadConfig({});
     expect(config.timeoutCaps).toEqual({ stepMs: 300_000, funcMs: 60_000 });
     const set = loadConfig({ FLOW_STEP_TIMEOUT_MAX_MS: '120000', FLOW_FUNC_TIMEOUT_MAX_MS: '5000' });
-    expect(engineOptionsFrom(set, {} as Db, { worker: { concurrency: 4 } }).worker).toEqual({ concurrency: 4, timeoutCaps: { stepMs: 120_000, funcMs: 5_000 } });
+    expect(engineOptionsFrom(set, {} as Db, { worker: { concurrency: 4 } }).worker).toMatchObject({ concurrency: 4, timeoutCaps: { stepMs: 120_000, funcMs: 5_000 } });
     expect(() => loadConfig({ FLOW_FUNC_TIMEOUT_MAX_MS: '0' })).toThrow(expect.objectContaining({ code: 'FLOW_CONFIG_INVALID', message: expect.stringContaining('FLOW_FUNC_TIMEOUT_MAX_MS') }));
     expect(() => loadConfig({ FLOW_STEP_TIMEOUT_MAX_MS: 'soon' })).toThrow(expect.objectContaining({ code: 'FLOW_CONFIG_INVALID', message: expect.stringContaining('FLOW_STEP_TIMEOUT_MAX_MS') }));
   });

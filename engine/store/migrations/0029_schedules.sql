@@ -60,7 +60,8 @@ END
 $$;
 
 ALTER TABLE audit ADD COLUMN schedule_id text;
+-- the subject may also be a schedule; limit changes (0027) keep naming their resource
 ALTER TABLE audit DROP CONSTRAINT audit_names_its_subject;
 ALTER TABLE audit ADD CONSTRAINT audit_names_its_subject
-  CHECK (workflow_id IS NOT NULL OR (logic_id IS NOT NULL AND version IS NOT NULL) OR schedule_id IS NOT NULL);
+  CHECK (workflow_id IS NOT NULL OR (logic_id IS NOT NULL AND version IS NOT NULL) OR resource IS NOT NULL OR schedule_id IS NOT NULL);
 CREATE INDEX audit_schedule ON audit (schedule_id, id) WHERE schedule_id IS NOT NULL;
