@@ -38,6 +38,8 @@ DECLARE
   tokens float8;
   due    timestamptz;
   blocked_r text;
+  blocked_k text;
+  f      record;
   blocked_s text;
   blocked_ms float8;
   granted jsonb := '[]';
@@ -84,7 +86,7 @@ BEGIN
         END IF;
         -- tell the holders' engines: their releases must look for waiters from now on
         PERFORM pg_notify('flow_permit_waiting', s || E'\n' || r);
-        blocked_s := s; blocked_r := r; blocked_ms := NULL;
+        blocked_s := s; blocked_r := r; blocked_k := k; blocked_ms := NULL;
         EXIT;
       END IF;
     END IF;
@@ -109,7 +111,7 @@ BEGIN
           INSERT INTO permit_waiters (env_id, resource, key, workflow_id, kind, due_at, concurrency)
           VALUES (s, r, k, wf, 'rate', due, (n->>'c')::integer);
         END IF;
-        blocked_s := s; blocked_r := r; blocked_ms := 1000 * extract(epoch FROM due - clock_timestamp());
+        blocked_s := s; blocked_r := r; blocked_k := k; blocked_ms := 1000 * extract(epoch FROM due - clock_timestamp());
         EXIT;
       END IF;
       granted := granted || jsonb_build_object('s', s, 'r', r, 'k', k, 'cap', cap, 'tokens', tokens);
@@ -139,6 +141,23 @@ BEGIN
         ON q.env_id = g->>'s' AND q.resource = g->>'r' AND q.key = g->>'k' AND q.kind = 'concurrency'
       WHERE g->>'cap' IS NOT NULL);
   ELSE
+    -- it waits in one line only: the lines it stood in for its other permits let it go. Where
+    -- a wake-up kept room for it, that room goes to the next in line (the buckets are locked in
+    -- the order above: the ones before the blocked one are held already, the later ones are
+    -- taken in order; a line not among its needs now is left to the sweep)
+    FOR f IN
+      SELECT q.id, q.env_id, q.resource, q.key, q.kind, q.woken_at,
+             (q.env_id, q.resource, q.key) > (blocked_s, blocked_r, blocked_k)
+               OR EXISTS (SELECT 1 FROM jsonb_array_elements(granted) g WHERE g->>'s' = q.env_id AND g->>'r' = q.resource AND g->>'k' = q.key) AS lockable
+      FROM permit_waiters q
+      WHERE q.workflow_id = wf AND (q.env_id, q.resource, q.key) <> (blocked_s, blocked_r, blocked_k)
+      ORDER BY q.env_id, q.resource, q.key
+    LOOP
+      DELETE FROM permit_waiters q WHERE q.id = f.id;
+      IF f.kind = 'concurrency' AND f.woken_at IS NOT NULL AND f.lockable THEN
+        PERFORM wake_permit_waiters(f.env_id, f.resource, f.key);
+      END IF;
+    END LOOP;
     -- wait: let the lease go as its holder (a receipt, so no lease-taken notice), with the
     -- wake-up time of its turn for a token, or none until a release wakes it
     UPDATE workflows w
@@ -603,15 +622,15 @@ DECLARE
   n integer := 0;
 BEGIN
   PERFORM set_config('role', 'flow_engine', true);
-  -- the permits are dead already (row_version moved on, or the instance ended); deleting them
-  -- is the sweep's work: this statement only looks for waiters, so it writes nothing and takes no
-  -- lock when nobody waits (the uncontended path)
   FOR f IN
     SELECT DISTINCT p.env_id, p.resource, p.key FROM permits p
     WHERE p.workflow_id = wf AND (ended OR p.row_version IS NOT NULL)
-      AND EXISTS (SELECT 1 FROM permit_waiters q WHERE q.env_id = p.env_id AND q.resource = p.resource AND q.key = p.key AND q.kind = 'concurrency')
+    ORDER BY p.env_id, p.resource, p.key
   LOOP
-    n := n + wake_permit_waiters(f.env_id, f.resource, f.key);
+    PERFORM 1 FROM limit_buckets b WHERE b.env_id = f.env_id AND b.resource = f.resource AND b.key = f.key FOR UPDATE;
+    IF EXISTS (SELECT 1 FROM permit_waiters q WHERE q.env_id = f.env_id AND q.resource = f.resource AND q.key = f.key AND q.kind = 'concurrency') THEN
+      n := n + wake_permit_waiters(f.env_id, f.resource, f.key);
+    END IF;
   END LOOP;
   PERFORM set_config('role', prev_role, true);
   RETURN n;

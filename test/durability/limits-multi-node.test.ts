@@ -81,7 +81,21 @@ describe.skipIf(!DATABASE_URL)('limits across three engine processes', () => {
         const res = await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM workflows WHERE id = ANY($1) AND state = 'completed'`, [ids]);
         return Number(res.rows[0]!.n) === INSTANCES ? true : undefined;
       },
-      { timeoutMs: 120_000 },
+      {
+        timeoutMs: 120_000,
+        // where a stall stands: the instances by state and lease, and the lines they wait in
+        explain: async () => {
+          const states = await db.pool.query(
+            `SELECT state, lease_token IS NOT NULL AS leased, run_at = 'infinity' AS parked, count(*)::int AS n FROM workflows WHERE id = ANY($1) GROUP BY 1, 2, 3`,
+            [ids],
+          );
+          const lines = await db.pool.query(
+            `SELECT resource, kind, woken_at IS NOT NULL AS woken, count(*)::int AS n FROM permit_waiters WHERE workflow_id = ANY($1) GROUP BY 1, 2, 3`,
+            [ids],
+          );
+          return JSON.stringify({ states: states.rows, lines: lines.rows, calls: svc.calls('/call').length });
+        },
+      },
     );
     expect(svc.calls('/call')).toHaveLength(INSTANCES);
     expect(overlaps).toBe(0);

@@ -4,7 +4,7 @@ import type { HandlerProfile } from '../../engine/executors/handlers.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import { claimWorkflows } from '../../engine/store/claim-workflows.ts';
 import { acquirePermits, listWaiters, putOverride } from '../../engine/store/permits.ts';
-import { asScheduler } from '../../engine/store/tx.ts';
+import { asScheduler, type Queryable } from '../../engine/store/tx.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { uniqueLogic } from '../support/engine.ts';
 import { FakeService } from '../support/fake-service.ts';
@@ -64,7 +64,7 @@ function callLogic(extra: Partial<LogicVersion> = {}, step: Record<string, unkno
   });
 }
 
-describeEachDriver('limits', (getDb) => {
+describeEachDriver('limits', (getDb, driver) => {
   const open: { engine: Engine; svc: CountingService }[] = [];
   afterEach(async () => {
     for (const { engine, svc } of open.splice(0)) {
@@ -166,6 +166,69 @@ describeEachDriver('limits', (getDb) => {
     await waitFor('five calls in flight', async () => (svc.inFlight === 5 ? true : undefined));
     svc.open();
     await allEnded(engine, ids);
+  });
+
+  /** `n` instances claimed by hand, and a way to take permits on resources (cap 1 each) for one of them. */
+  async function byHand(n: number) {
+    const db = getDb();
+    const svc = await new CountingService().listen();
+    const engine = new Engine({ db, env: ENV, executors: { handlers: new Map([['SVC', { url: svc.url }]]) }, permitSweepMs: 0 });
+    open.push({ engine, svc });
+    const logic = callLogic();
+    await engine.publish(logic, ENV);
+    const ids = await Promise.all(Array.from({ length: n }, async () => (await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id));
+    const held = new Map((await claimWorkflows(db.pool, { limit: 10, leaseMs: 60_000 })).map((s) => [s.instance.id, s]));
+    // resources of this test's own (the suite shares its database)
+    const tag = crypto.randomUUID();
+    const need = (resource: string) => ({ scope: ENV, resource: `${resource}:${tag}`, key: '', concurrency: 1, rate: null, burst: null, workflowWide: false });
+    const take = async (id: string, resources: string[], on: Queryable = db.pool) => {
+      const lease = held.get(id)!;
+      return (await acquirePermits(on, { id, token: lease.leaseToken!, rowVersion: lease.rowVersion, needs: resources.map(need) })).wait;
+    };
+    /** Claims the instance again (after a wake-up): its new lease is the one `take` uses. */
+    const reclaim = async (id: string) => {
+      const again = (await claimWorkflows(db.pool, { limit: 10, leaseMs: 60_000 })).find((s) => s.instance.id === id);
+      expect(again).toBeDefined();
+      held.set(id, again!);
+    };
+    const expire = (id: string) => asScheduler(db, (c) => c.query(`UPDATE workflows SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]));
+    const waitsOn = async (id: string, resources: string[], on?: Queryable) => (await take(id, resources, on))?.resource.replace(`:${tag}`, '') ?? null;
+    return { db, engine, ids, take: waitsOn, reclaim, expire };
+  }
+
+  it('an instance woken for one limit but held back by another keeps no room of the first', async () => {
+    const { engine, ids, take, reclaim, expire } = await byHand(4);
+    const [x, y, w, z] = ids as [string, string, string, string];
+    // x holds b, y holds a; w needs both and waits on a (taken in order: a, then b)
+    expect(await take(x, ['test:b'])).toBeNull();
+    expect(await take(y, ['test:a'])).toBeNull();
+    expect(await take(w, ['test:a', 'test:b'])).toBe('test:a');
+    // y's holder dies; the sweep wakes w for a; w finds a free but b still held, and waits on b
+    await expire(y);
+    expect(await engine.permits.sweep()).toBe(1);
+    await reclaim(w);
+    expect(await take(w, ['test:a', 'test:b'])).toBe('test:b');
+    // a is free and w does not wait on it: z takes it (w's wake-up for a does not hold a's room)
+    expect(await take(z, ['test:a'])).toBeNull();
+  });
+
+  // two connections at once: not on the embedded store's one
+  it.skipIf(driver === 'pglite')('a release that races a waiter still queueing wakes it once the waiter is in line', async () => {
+    const { db, engine, ids, take } = await byHand(2);
+    const [h, a] = ids as [string, string];
+    expect(await take(h, ['test:a'])).toBeNull();
+    // a queues behind h in a transaction not yet committed as h's attempt ends and h releases
+    const c = await db.pool.connect();
+    try {
+      await c.query('BEGIN');
+      expect(await take(a, ['test:a'], c)).toBe('test:a');
+      await db.pool.query(`UPDATE workflows SET row_version = row_version + 1, lease_token = NULL WHERE id = $1`, [h]);
+      const released = engine.permits.release({ id: h, ended: false });
+      await c.query('COMMIT');
+      expect(await released).toBe(1);
+    } finally {
+      c.release();
+    }
   });
 
   it("a holder that dies keeps no permit: once its lease has expired the next waiter is woken and takes it", async () => {

@@ -21,12 +21,16 @@ export async function retrying<T>(fn: () => Promise<T>, timeoutMs = 30_000): Pro
 }
 
 /** Polls `probe` until it returns a value other than undefined; fails after `timeoutMs` with `what`. */
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, opts: { timeoutMs?: number; intervalMs?: number } = {}): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  opts: { timeoutMs?: number; intervalMs?: number; explain?: () => Promise<string> } = {},
+): Promise<T> {
   const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
   for (;;) {
     const v = await probe();
     if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${opts.explain ? `: ${await opts.explain()}` : ''}`);
     await sleep(opts.intervalMs ?? 50);
   }
 }
