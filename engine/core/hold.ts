@@ -36,8 +36,8 @@ export function isThrottle(outcome: Extract<StepOutcome, { status: 'failed' }>):
 /**
  * Whether the failed outcome of a step's running attempt is held, and for how long. An open
  * circuit always holds (the call was never made). A 429/503 holds for its Retry-After (capped
- * before the core sees it), else the step's backoff, while the waits so far plus this one stay
- * within the budget; past it, the answer counts as an ordinary failed attempt. The backoff's
+ * before the core sees it; never less than the step's first backoff), else the step's backoff,
+ * while the waits so far plus this one stay within the budget; past it, the answer counts as an ordinary failed attempt. The backoff's
  * jitter is a hash of the hold's identity, as a retry's: a replay decides the same wait.
  */
 export function holdOf(step: StepDef, running: Running, outcome: Extract<StepOutcome, { status: 'failed' }>): Hold | null {
@@ -49,7 +49,11 @@ export function holdOf(step: StepDef, running: Running, outcome: Extract<StepOut
   }
   if (!isThrottle(outcome) || (step.kind !== 'proxy' && step.kind !== 'http')) return null;
   const budget = step.throttleBudgetMs ?? outcome.throttleBudgetMs ?? DEFAULT_THROTTLE_BUDGET_MS;
-  const waitMs = outcome.retryAfterMs ?? backoffMs(step.retry, holds, `${running.idempotencyKey}:${running.attempt}:hold:${holds}`);
+  // a Retry-After is waited as given, but never less than the step's first backoff: one of 0 (or
+  // a date already past) answered again and again would hold the attempt forever, spending nothing
+  const identity = `${running.idempotencyKey}:${running.attempt}:hold:${holds}`;
+  const waitMs =
+    outcome.retryAfterMs === undefined ? backoffMs(step.retry, holds, identity) : Math.max(outcome.retryAfterMs, backoffMs(step.retry, 1, identity), 1);
   if (heldMs + waitMs > budget) return null;
   const spent = heldMs + waitMs;
   const message = `${outcome.error.message} — throttled: attempt ${running.attempt} runs again in ${waitMs} ms without using an attempt (${spent} of ${budget} ms of the step's throttle budget spent)`;

@@ -221,11 +221,19 @@ function errorMessage(call: HttpCall, status: number, text: string): string {
   return `${call.method} ${call.url} answered ${status}${detail ? `: ${detail}` : ''}`;
 }
 
-/** Retry-After is seconds or an HTTP date (RFC 9110 §10.2.3). */
+/** An HTTP date as RFC 9110 §5.6.7 has senders write it (IMF-fixdate), e.g. `Sun, 06 Nov 1994 08:49:37 GMT`. */
+const IMF_FIXDATE = /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
+
+/**
+ * Retry-After is seconds or an HTTP date (RFC 9110 §10.2.3). Anything else (`-1`, `1e9`, `soon`)
+ * is no Retry-After: Date.parse alone would read `-1` as the year -1, a wait of zero.
+ */
 export function parseRetryAfter(value: string | null): number | undefined {
   if (value === null) return undefined;
+  const v = value.trim();
   // the engine caps the wait (storableResult); an absurd number here is only ever "very long"
-  if (/^\d+$/.test(value.trim())) return Math.min(Number(value.trim()) * 1000, Number.MAX_SAFE_INTEGER);
-  const at = Date.parse(value);
+  if (/^\d+$/.test(v)) return Math.min(Number(v) * 1000, Number.MAX_SAFE_INTEGER);
+  if (!IMF_FIXDATE.test(v)) return undefined;
+  const at = Date.parse(v);
   return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }
