@@ -110,6 +110,19 @@ export async function simulate(logic: LogicVersion, inst: Instance, first: Trans
   };
 }
 
+/**
+ * What an instance would run next were it continuing on `to` (a candidate version) at the step it
+ * is at: the simulation of `simulate`, on a copy pinned to `to`, with a parked step answered as
+ * it was before (or null), as if its wait had ended. The caller has checked that the step is in
+ * `to`. Nothing is written and nothing is called.
+ */
+export async function previewContinue(to: LogicVersion, inst: Instance): Promise<Preview> {
+  const moved: Instance = { ...inst, version: to.version, logicHash: to.hash };
+  if (moved.state === 'waiting' && moved.ctx.running !== null) moved.state = 'processing';
+  const first: Transition = { instance: moved, cause: 'step_succeeded', attempts: [], commands: [], runAfterMs: null, outputsChanged: [] };
+  return simulate(to, moved, first);
+}
+
 function unknownAnswer(logic: LogicVersion, step: string): boolean {
   const schema = logic.steps[step]?.output;
   return schema !== undefined && schemaProblems(schema, null).length > 0;
