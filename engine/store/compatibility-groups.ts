@@ -32,24 +32,33 @@ interface Row {
 /**
  * The live (not ended) instances of `logicId@version` in the caller's env, grouped by shape in one
  * statement: state, current step, what is running, generation, the sorted set of steps with an
- * output, and the sorted set of steps with a compensation still to run. Only groups reach Node,
- * the largest first and at most `limit` of them, so the answer's size does not grow with the
- * instances. The instances are found through the partial index of live instances (migration
- * 0004); their output keys through `workflow_outputs`' primary key, and their compensations
- * from `ctx`, each per instance inside the aggregate.
+ * output (`ctx.order` lists exactly the steps in `workflow_outputs`), and the sorted set of steps
+ * with a compensation still to run. Only groups reach Node, the largest first and at most `limit`
+ * of them, so the answer's size does not grow with the instances.
+ *
+ * Per instance it does only cheap jsonb extraction, grouping by the raw arrays (in finishing and
+ * registration order); the arrays are sorted and deduplicated per raw group, and the raw groups
+ * with the same sets merged, afterwards. Sorting per instance (a subquery each) cost 4× as much:
+ * 1.0 s against 0.25 s for 100,000 instances (bench/compat.bench.ts). `OFFSET 0` keeps the lateral
+ * from being flattened, so each row's `ctx` is detoasted once, not once per expression.
  */
 export async function compatibilityGroups(c: Client, logicId: string, version: number, limit: number): Promise<ShapeGroups> {
   const res = await c.query<Row>(
-    `WITH shapes AS (
-       SELECT w.id, w.state, w.current_step, w.ctx->'running'->>'kind' AS running, w.generation,
-              coalesce((SELECT array_agg(o.step ORDER BY o.step) FROM workflow_outputs o WHERE o.workflow_id = w.id), '{}') AS outputs,
-              coalesce((SELECT array_agg(DISTINCT r->>'step' ORDER BY r->>'step')
-                          FROM jsonb_array_elements(w.ctx->'compensations') r WHERE r->>'state' <> 'succeeded'), '{}') AS compensations
-       FROM workflows w
+    `WITH raw AS (
+       SELECT w.state, w.current_step, x.ctx->'running'->>'kind' AS running, w.generation, x.ctx->'order' AS outputs,
+              jsonb_path_query_array(x.ctx->'compensations', '$[*] ? (@.state != "succeeded").step') AS compensations,
+              count(*) AS n, min(w.id::text) AS representative
+       FROM workflows w CROSS JOIN LATERAL (SELECT w.ctx OFFSET 0) x
        WHERE w.logic_id = $1 AND w.version = $2 AND w.state IN ('pending', 'processing', 'waiting', 'compensating')
+       GROUP BY 1, 2, 3, 4, 5, 6
+     ), shaped AS (
+       SELECT state, current_step, running, generation, n, representative,
+              coalesce((SELECT array_agg(o ORDER BY o) FROM jsonb_array_elements_text(outputs) o), '{}') AS outputs,
+              coalesce((SELECT array_agg(DISTINCT s ORDER BY s) FROM jsonb_array_elements_text(compensations) s), '{}') AS compensations
+       FROM raw
      ), grouped AS (
-       SELECT state, current_step, running, generation, outputs, compensations, count(*)::int AS n, min(id::text) AS representative
-       FROM shapes GROUP BY state, current_step, running, generation, outputs, compensations
+       SELECT state, current_step, running, generation, outputs, compensations, sum(n)::int AS n, min(representative) AS representative
+       FROM shaped GROUP BY state, current_step, running, generation, outputs, compensations
      )
      SELECT g.*, count(*) OVER ()::int AS groups, (sum(g.n) OVER ())::int AS live
      FROM grouped g ORDER BY g.n DESC, g.state, g.current_step, g.generation, g.representative LIMIT $3`,

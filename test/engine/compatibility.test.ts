@@ -6,6 +6,7 @@ import { makeLogic } from '../contracts/helpers.ts';
 import { bearer, testApi } from '../api/support.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { settle, testEngine } from '../support/engine.ts';
+import { asScheduler } from '../../engine/store/tx.ts';
 import { FakeService } from '../support/fake-service.ts';
 
 const ENV = 'test-env';
@@ -134,6 +135,20 @@ describeEachDriver('compatibility report', (getDb) => {
   it('has nothing to check without an active version below the candidate', async () => {
     const report = await engine.compatibility(ENV, LOGIC, v1);
     expect(report).toMatchObject({ against: null, verdict: 'safe', live: 0, groups: [] });
+  });
+
+  it('instances holding the same outputs finished in another order are one group: the sets are sorted', async () => {
+    // reserve before route: no run finishes them so, but the set is what counts, not the order
+    await asScheduler(engine.db, (c) => c.query(`UPDATE workflows SET ctx = jsonb_set(ctx, '{order}', '["reserve", "route"]') WHERE id = $1`, [slow[0]]));
+    try {
+      const report = await engine.compatibility(ENV, LOGIC, candidate({ ...V1_STEPS, charge: { ...V1_STEPS['charge']!, next: 'audit' } as StepDef, audit: { kind: 'pass' } }));
+      expect(report.groups.map((g) => [g.currentStep, g.count, g.outputs])).toEqual([
+        ['approve', 3, ['reserve', 'route']],
+        ['charge', 2, ['route']],
+      ]);
+    } finally {
+      await asScheduler(engine.db, (c) => c.query(`UPDATE workflows SET ctx = jsonb_set(ctx, '{order}', '["route", "reserve"]') WHERE id = $1`, [slow[0]]));
+    }
   });
 
   it('over the API: answers the report to flow:publish, and refuses bad input with a code', async () => {
