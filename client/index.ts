@@ -72,9 +72,10 @@ export interface FlowClient {
   handlerUsage(filter?: { handler?: string; path?: string }): Promise<HandlerUsageList>;
   /**
    * The compatibility report of a candidate version (nothing is published) against the live
-   * instances of `against` (default: the highest active version below it).
+   * instances of `against` (default: the highest active version below it); with `replay`, the
+   * last ended instances of it replayed on the candidate too.
    */
-  checkCompatibility(logicVersion: { logicId: string }, against?: number): Promise<CompatibilityReport>;
+  checkCompatibility(logicVersion: { logicId: string }, opts?: { against?: number; replay?: number }): Promise<CompatibilityReport>;
 }
 
 /**
@@ -155,8 +156,8 @@ export function createFlowClient(opts: FlowClientOptions): FlowClient {
       const q = new URLSearchParams(Object.entries(filter).filter((e): e is [string, string] => e[1] !== undefined));
       return (await call<HandlerUsageList>('GET', `/v1/envs/${env}/handlers${q.size > 0 ? `?${q}` : ''}`, undefined)).body;
     },
-    async checkCompatibility(logicVersion, against) {
-      const body = { logicVersion, ...(against === undefined ? {} : { against }) };
+    async checkCompatibility(logicVersion, opts = {}) {
+      const body = { logicVersion, ...opts };
       const path = `/v1/envs/${env}/logic-versions/${encodeURIComponent(logicVersion.logicId)}/compatibility`;
       return (await call<CompatibilityReport>('POST', path, body)).body;
     },

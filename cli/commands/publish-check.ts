@@ -6,16 +6,23 @@ import { publishOrder, readArtifactDir } from '../../engine/runtime/artifacts.ts
  * `s8flow publish --check`: asks the engine for the compatibility report of every compiled version
  * against the live instances of the version it would follow, and prints it. Nothing is published.
  * Exit code 1 when a version cannot be checked (refused, invalid), or, with `failOnUnsafe`, when
- * any report is unsafe; 0 otherwise.
+ * any report is unsafe; 0 otherwise. Replays (`replay`) are reported but never fail it: a new
+ * version is meant to decide some runs otherwise.
  */
-export async function publishCheck(baseUrl: string, from: string, token: string, env: string | undefined, failOnUnsafe: boolean): Promise<number> {
+export async function publishCheck(
+  baseUrl: string,
+  from: string,
+  token: string,
+  env: string | undefined,
+  opts: { failOnUnsafe: boolean; replay: number },
+): Promise<number> {
   const client = createFlowClient({ baseUrl, token, ...(env === undefined ? {} : { env }) });
   let failed = 0;
   let unsafe = 0;
   for (const doc of publishOrder(await readArtifactDir(from))) {
     const key = `${doc.logicId}@${doc.version}`;
     try {
-      const report = await client.checkCompatibility(doc);
+      const report = await client.checkCompatibility(doc, opts.replay > 0 ? { replay: opts.replay } : {});
       if (report.verdict === 'unsafe') unsafe++;
       process.stdout.write(formatReport(report));
     } catch (err) {
@@ -24,7 +31,7 @@ export async function publishCheck(baseUrl: string, from: string, token: string,
       process.stderr.write(`s8flow publish --check: ${key}: ${err.message} [${err.code}]\n`);
     }
   }
-  return failed > 0 || (failOnUnsafe && unsafe > 0) ? 1 : 0;
+  return failed > 0 || (opts.failOnUnsafe && unsafe > 0) ? 1 : 0;
 }
 
 /** The report as a person reads it: one paragraph per version, one block per group. */
@@ -36,6 +43,14 @@ export function formatReport(r: CompatibilityReport): string {
   ];
   for (const g of r.groups) lines.push(...formatGroup(g));
   if (r.truncated) lines.push(`  (more groups than listed: the rest were not evaluated, so the report cannot be safe)`);
+  if (r.replays !== undefined) {
+    const p = r.replays;
+    lines.push(`  replayed ${p.replayed} ended instance${p.replayed === 1 ? '' : 's'} of ${r.logicId}@${r.against.version}: ${p.same} decided the same, ${p.diverged.length} diverged${p.erased > 0 ? `, ${p.erased} erased` : ''}`);
+    for (const d of p.diverged) {
+      const where = d.step === null ? '' : ` (step ${d.step}${d.attempt === null ? '' : `, attempt ${d.attempt}`})`;
+      lines.push(`    ${d.id}: at event ${d.index} [${d.event}]${where} on ${d.field}`);
+    }
+  }
   return `${lines.join('\n')}\n`;
 }
 

@@ -4,6 +4,9 @@ import { EnvId } from './common.ts';
 import { refineDepth } from './storable.ts';
 import { VerbPreview } from './verbs.ts';
 
+/** The most ended instances one report replays. */
+export const MAX_REPLAYS = 100;
+
 export const CompatibilityParams = z.strictObject({ env: EnvId, logicId: LogicId });
 
 /** `POST /v1/envs/{env}/logic-versions/{logicId}/compatibility`: a candidate, checked against the live instances of a published version. */
@@ -13,6 +16,8 @@ export const CompatibilityRequest = z
     logicVersion: z.record(z.string(), z.unknown()).superRefine(refineDepth),
     /** The published version whose live instances are checked. (Default: the highest active version below the candidate's) */
     against: VersionNumber.optional(),
+    /** Also replay this many of the last ended instances of `against` on the candidate, and say where each would have decided otherwise. (Default: 0) */
+    replay: z.int().min(0).max(MAX_REPLAYS).optional(),
   })
   .meta({ id: 'CompatibilityRequest' });
 export type CompatibilityRequest = z.infer<typeof CompatibilityRequest>;
@@ -70,6 +75,30 @@ export const CompatibilityReport = z
     groups: z.array(CompatibilityGroup),
     /** More groups exist than were listed (and evaluated): the verdict cannot be `safe`. */
     truncated: z.boolean(),
+    /** Present when `replay` was asked: the last ended instances of `against` replayed on the candidate (they do not change the verdict). */
+    replays: z
+      .strictObject({
+        /** Ended instances replayed (at most `replay`; fewer when fewer have ended). */
+        replayed: z.int().min(0),
+        /** Those the candidate decides exactly as the recorded run. */
+        same: z.int().min(0),
+        /** Erased instances, whose inputs are tombstones: nothing to replay. */
+        erased: z.int().min(0),
+        /** Where each other one would first have decided otherwise (`FLOW_REPLAY_DIVERGED`'s details). */
+        diverged: z.array(
+          z.strictObject({
+            id: z.uuid(),
+            /** The index of the recorded event, or the number of events when only the ending differs. */
+            index: z.int().min(0),
+            event: z.string(),
+            step: z.string().nullable(),
+            attempt: z.int().nullable(),
+            /** The first field of the decision that differs (`attempts[1].state`, `currentStep`). */
+            field: z.string(),
+          }),
+        ),
+      })
+      .optional(),
   })
   .meta({ id: 'CompatibilityReport' });
 export type CompatibilityReport = z.infer<typeof CompatibilityReport>;

@@ -1,5 +1,5 @@
 import type { CompatibilityGroup, CompatibilityReport } from '../../contracts/api/compatibility.ts';
-import { parseLogicVersion } from '../../contracts/index.ts';
+import { FlowError, type LogicVersion, parseLogicVersion } from '../../contracts/index.ts';
 import { compatibility } from '../core/compatibility.ts';
 import type { Instance } from '../core/instance.ts';
 import { previewContinue } from '../core/preview.ts';
@@ -9,7 +9,10 @@ import type { Db } from '../store/db.ts';
 import { NotFound } from '../store/errors.ts';
 import { findComparedVersion } from '../store/find-compared-version.ts';
 import { loadWorkflow } from '../store/load-workflow.ts';
+import { lastEnded } from '../store/last-ended.ts';
 import { inEnv } from '../store/tx.ts';
+import { type Trace, ReplayDivergence, replay } from '../testing/trace.ts';
+import { readTrace } from './export-trace.ts';
 
 /** At most this many groups are listed and evaluated; past it the report says `truncated` and cannot be safe. */
 export const MAX_GROUPS = 500;
@@ -17,7 +20,8 @@ export const MAX_GROUPS = 500;
 /**
  * The compatibility report (docs/versions.md): the live instances of a published version, grouped
  * by shape in the database, each group judged from its shape by the pure core and its
- * representative's next steps simulated on the candidate. Reads only; calls nothing.
+ * representative's next steps simulated on the candidate; with `replay`, the last ended instances
+ * replayed on the candidate too. Reads only; calls nothing.
  */
 export async function compatibilityReport(
   db: Db,
@@ -25,7 +29,7 @@ export async function compatibilityReport(
   logicId: string,
   doc: unknown,
   against?: number,
-  opts: { maxGroups?: number } = {},
+  opts: { maxGroups?: number; replay?: number } = {},
 ): Promise<CompatibilityReport> {
   const to = parseLogicVersion(doc);
   if (to.logicId !== logicId) throw new CompatLogicMismatch(logicId, to.logicId);
@@ -39,14 +43,16 @@ export async function compatibilityReport(
       const stored = await loadWorkflow(c, g.representative);
       if (stored !== null) representatives.set(g.representative, stored.instance);
     }
-    return { from, found, representatives };
+    const traces: Trace[] = [];
+    for (const id of opts.replay ? await lastEnded(c, logicId, from.version, opts.replay) : []) traces.push(await readTrace(c, id));
+    return { from, found, representatives, traces };
   });
   const candidate = { version: to.version, hash: to.hash };
   if (read === null) {
     if (against !== undefined) throw new NotFound(`LogicVersion ${logicId}@${against}`);
     return { logicId, candidate, against: null, verdict: 'safe', live: 0, unsafe: 0, groups: [], truncated: false };
   }
-  const { from, found, representatives } = read;
+  const { from, found, representatives, traces } = read;
   const groups: CompatibilityGroup[] = [];
   for (const g of found.groups) {
     const { verdict, reasons } = compatibility(from, to, g);
@@ -72,5 +78,29 @@ export async function compatibilityReport(
     unsafe,
     groups,
     truncated,
+    ...(opts.replay === undefined || opts.replay === 0 ? {} : { replays: await replayOn(to, traces) }),
   };
+}
+
+/**
+ * Replays recorded runs of N on the candidate (`replay`, the replayer of sentin8-flow/testing: the
+ * pure core fed each journalled event, nothing called) and keeps where each first decides otherwise.
+ */
+async function replayOn(to: LogicVersion, traces: Trace[]): Promise<NonNullable<CompatibilityReport['replays']>> {
+  const result: NonNullable<CompatibilityReport['replays']> = { replayed: traces.length, same: 0, erased: 0, diverged: [] };
+  for (const trace of traces) {
+    try {
+      await replay(to, trace);
+      result.same++;
+    } catch (err) {
+      if (err instanceof FlowError && err.code === 'FLOW_INSTANCE_ERASED') {
+        result.erased++;
+        continue;
+      }
+      if (!(err instanceof ReplayDivergence)) throw err;
+      const { index, event, step, attempt, field } = err.divergence;
+      result.diverged.push({ id: trace.initial.id, index, event, step, attempt, field });
+    }
+  }
+  return result;
 }

@@ -368,11 +368,12 @@ export class Engine {
   /**
    * The compatibility report of a candidate version (not published) against the live instances of
    * `against` (default: the highest active version below the candidate): grouped by where they
-   * are, each group safe or unsafe with its reasons, and what its representative would run next.
+   * are, each group safe or unsafe with its reasons, and what its representative would run next;
+   * with `replay`, the last ended instances replayed on the candidate and where each diverges.
    * Reads only; calls nothing (engine/runtime/compatibility-report.ts).
    */
-  compatibility(env: string, logicId: string, candidate: unknown, against?: number): Promise<CompatibilityReport> {
-    return compatibilityReport(this.db, env, logicId, candidate, against);
+  compatibility(env: string, logicId: string, candidate: unknown, against?: number, opts: { replay?: number } = {}): Promise<CompatibilityReport> {
+    return compatibilityReport(this.db, env, logicId, candidate, against, opts);
   }
 
   /** One version: its document, active flag, in-flight count, publication time and Mermaid diagram. */

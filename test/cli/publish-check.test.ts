@@ -35,12 +35,16 @@ describeEachDriver('s8flow publish --check', (getDb) => {
   let url: string;
   let publisher: string;
   const dirs: string[] = [];
+  let done = '';
 
   beforeAll(async () => {
     engine = new Engine({ db: getDb(), env: ENV, executors: { handlers: new Map() } });
     await engine.publish(v1);
     // each parks at approve at once: no worker needed
     for (let i = 0; i < 4; i++) await engine.start({ logicId: 'cli.ship', input: {} });
+    // and one approved: it runs to its end
+    done = (await engine.start({ logicId: 'cli.ship', input: {} })).id;
+    await engine.resume(done, { step: 'approve', option: 'ok', approver: { subject: 'ops@example.com', scopes: ['flow:admin'] } });
     api = await buildApi({ engine, auth: { secret: SECRET, production: false } });
     url = await api.app.listen({ host: '127.0.0.1', port: 0 });
     publisher = await mintToken(SECRET, { sub: 'ci@example.com', envs: [ENV], scope: 'flow:publish:cli.*' });
@@ -98,10 +102,21 @@ describeEachDriver('s8flow publish --check', (getDb) => {
     expect((await check(dir)).code).toBe(0);
   });
 
+  it('with --replay K, replays the last ended instances on each candidate and prints where they diverge, without failing', async () => {
+    expect((await engine.get(done)).state).toBe('completed');
+    const r = await check(artifacts(safe), '--fail-on', 'unsafe', '--replay', '3');
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('replayed 1 ended instance of cli.ship@1: 0 decided the same, 1 diverged');
+    // the approval's resume now runs audit too: a third attempt the recorded run never made
+    expect(r.out).toContain(`${done}: at event 1 [resume] (step approve, attempt 1) on attempts[2]`);
+  });
+
   it('refuses --fail-on without --check, another --fail-on value, and --check to a directory, as usage errors', async () => {
     const dir = artifacts(safe);
     expect((await run('publish', '--to', url, '--token', publisher, '--from', dir, '--fail-on', 'unsafe')).code).toBe(2);
     expect((await check(dir, '--fail-on', 'warnings')).code).toBe(2);
     expect((await run('publish', '--to', dir, '--from', dir, '--check')).code).toBe(2);
+    expect((await check(dir, '--replay', '101')).code).toBe(2);
+    expect((await run('publish', '--to', url, '--token', publisher, '--from', dir, '--replay', '3')).code).toBe(2);
   });
 });

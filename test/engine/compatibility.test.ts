@@ -38,10 +38,16 @@ describeEachDriver('compatibility report', (getDb) => {
   let engine: Engine;
   const slow: string[] = [];
   const fast: string[] = [];
+  let declined = '';
   beforeAll(async () => {
-    svc = await new FakeService().on('/reserve', () => ({ status: 200, body: { id: 'res-1' } })).listen();
+    svc = await new FakeService()
+      .on('/reserve', () => ({ status: 200, body: { id: 'res-1' } }))
+      .on('/charge', () => ({ status: 422, body: { message: 'card declined' } }))
+      .listen();
     engine = testEngine(getDb(), svc);
     await engine.publish(v1, ENV);
+    // one fast payment runs to its end: the charge is declined and nothing is compensated (failed)
+    declined = (await engine.start({ logicId: LOGIC, input: { fast: true }, env: ENV })).id;
     for (let i = 0; i < 3; i++) slow.push((await engine.start({ logicId: LOGIC, input: { fast: false }, env: ENV })).id);
     await settle(engine);
     // no settling after these: they stay pending at charge, its attempt prepared
@@ -130,6 +136,20 @@ describeEachDriver('compatibility report', (getDb) => {
       }),
     );
     expect(groupAt(report, 'approve').reasons.map((r) => [r.code, r.step])).toEqual([['FLOW_COMPAT_OUTPUT_SHAPE_CHANGED', 'reserve']]);
+  });
+
+  it('replays the last ended instances on the candidate and says where each would have decided otherwise', async () => {
+    expect((await engine.get(declined, ENV)).state).toBe('failed');
+    const safe = candidate({ ...V1_STEPS, charge: { ...V1_STEPS['charge']!, next: 'audit' } as StepDef, audit: { kind: 'pass' } });
+    const same = await engine.compatibility(ENV, LOGIC, safe, undefined, { replay: 5 });
+    expect(same.replays).toEqual({ replayed: 1, same: 1, erased: 0, diverged: [] });
+    // with an onError route, the declined charge goes on to audit instead of failing the instance
+    const rerouted = candidate({ ...V1_STEPS, charge: { ...V1_STEPS['charge']!, onError: 'audit' } as StepDef, audit: { kind: 'pass' } });
+    const report = await engine.compatibility(ENV, LOGIC, rerouted, undefined, { replay: 5 });
+    expect(report.replays?.replayed).toBe(1);
+    expect(report.replays?.diverged).toEqual([expect.objectContaining({ id: declined, event: 'outcome', step: 'charge' })]);
+    // not asked: not done
+    expect((await engine.compatibility(ENV, LOGIC, safe)).replays).toBeUndefined();
   });
 
   it('has nothing to check without an active version below the candidate', async () => {

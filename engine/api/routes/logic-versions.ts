@@ -60,7 +60,7 @@ export const logicVersionRoutes: FastifyPluginAsyncZod<{ engine: Engine; publish
       const { env, logicId } = req.params;
       // the scope of publishing the candidate: the check is the first half of a publish
       requireScope(principalOf(req), 'flow:publish', logicId, `LogicVersion ${logicId}`);
-      const report = await engine.compatibility(env, logicId, req.body.logicVersion, req.body.against);
+      const report = await engine.compatibility(env, logicId, req.body.logicVersion, req.body.against, { replay: req.body.replay ?? 0 });
       req.log.info({ logicId, version: report.candidate.version, against: report.against?.version ?? null, verdict: report.verdict }, 'compatibility checked');
       return report;
     },
