@@ -59,9 +59,13 @@ function formatGroup(g: CompatibilityGroup): string[] {
   const lines = [`  ${g.verdict === 'safe' ? 'safe  ' : 'UNSAFE'} ${String(g.count).padStart(7)} × ${g.state} ${at} (generation ${g.generation}), e.g. ${g.representative}`];
   lines.push(`           outputs: ${g.outputs.join(', ') || '—'}; compensations: ${g.compensations.join(', ') || '—'}`);
   for (const reason of g.reasons) lines.push(`           ${reason.code}: ${reason.message}`);
-  if (g.next !== null) {
-    const steps = g.next.steps.map((s) => `${s.compensation ? 'undo ' : ''}${s.step}${s.callsOut ? ` [${s.idempotencyKey}]` : ''}`);
-    lines.push(`           next: ${steps.join(' → ') || '(nothing runs)'}; stops ${g.next.stopsAt.state}${g.next.stopsAt.step === null ? '' : ` at ${g.next.stopsAt.step}`}`);
+  const next = g.next;
+  if (next !== null && next.steps.length === 0 && next.stopsAt.step === g.currentStep) {
+    lines.push(`           next: stays ${next.stopsAt.state} at ${g.currentStep}: its answer is not known, so nothing past it is simulated`);
+  } else if (next !== null) {
+    const steps = next.steps.map((s) => `${s.compensation ? 'undo ' : ''}${s.step}${s.callsOut ? ` [${s.idempotencyKey}]` : ''}`);
+    const assumed = next.assumes === null ? '' : ` (if ${next.assumes})`;
+    lines.push(`           next${assumed}: ${steps.join(' → ') || '(nothing runs)'}; stops ${next.stopsAt.state}${next.stopsAt.step === null ? '' : ` at ${next.stopsAt.step}`}`);
   }
   return lines;
 }

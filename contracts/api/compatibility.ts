@@ -53,9 +53,15 @@ export const CompatibilityGroup = z
     reasons: z.array(CompatibilityReason),
     /**
      * What the representative would run next on the candidate, each call answered as it was
-     * before (or null); null when its step is not in the candidate.
+     * before (or null), a parked decision with its first option; null when its step is not in
+     * the candidate.
      */
-    next: VerbPreview.pick({ generation: true, steps: true, compensations: true, stopsAt: true }).nullable(),
+    next: VerbPreview.pick({ generation: true, steps: true, compensations: true, stopsAt: true })
+      .extend({
+        /** What the simulation assumed of the wait the representative is parked on: `decision approval = approve` (its first option), `reserve answered as before`; null when it was not parked. */
+        assumes: z.string().nullable(),
+      })
+      .nullable(),
   })
   .meta({ id: 'CompatibilityGroup' });
 export type CompatibilityGroup = z.infer<typeof CompatibilityGroup>;

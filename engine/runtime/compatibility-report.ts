@@ -64,7 +64,7 @@ export async function compatibilityReport(
       ...g,
       verdict,
       reasons,
-      next: next === null ? null : { generation: next.generation, steps: next.steps, compensations: next.compensations, stopsAt: next.stopsAt },
+      next: next === null ? null : { generation: next.generation, steps: next.steps, compensations: next.compensations, stopsAt: next.stopsAt, assumes: next.assumes },
     });
   }
   const truncated = found.groupCount > found.groups.length;

@@ -89,7 +89,7 @@ describeEachDriver('s8flow publish --check', (getDb) => {
     expect(r.out).toContain('cli.ship@1: nothing to check (no active version below it)');
     expect(r.out).toContain('cli.ship@2 against cli.ship@1: SAFE — 4 live instances, 0 in unsafe groups');
     expect(r.out).toMatch(/safe\s+4 × waiting at approve \(generation 0\)/);
-    expect(r.out).toContain('next: ship → audit; stops completed at audit');
+    expect(r.out).toContain('next (if decision approve = ok): ship → audit; stops completed at audit');
     expect((await engine.listVersions(ENV)).map((v) => v.version)).toEqual([1]);
   });
 

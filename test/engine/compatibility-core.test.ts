@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import type { StepDef } from '../../contracts/index.ts';
+import type { LogicVersion, StepDef } from '../../contracts/index.ts';
+import { begin, onOutcome } from '../../engine/core/flow.ts';
+import { createInstance } from '../../engine/core/instance.ts';
+import { previewContinue } from '../../engine/core/preview.ts';
 import { compatibility, type InstanceShape } from '../../engine/core/compatibility.ts';
 import { outputAccepts } from '../../engine/core/output-shapes.ts';
 import { makeLogic } from '../contracts/helpers.ts';
@@ -91,5 +94,36 @@ describe('output schemas', () => {
     expect(outputAccepts(obj(id, ['id']), obj({ ...id, score: { type: 'number' } }, ['id']))).toBe(false);
     expect(outputAccepts(obj(id, ['id'], { additionalProperties: false }), obj({ ...id, score: { type: 'number' } }, ['id']))).toBe(true);
     expect(outputAccepts(undefined, obj(id, ['id']))).toBe(false);
+  });
+});
+
+describe('what a continuing instance would run next (pure)', () => {
+  const start = async (logic: LogicVersion) => (await begin(logic, createInstance(logic, { id: 'w1', env: 'e', input: {}, correlationId: null }))).instance;
+
+  it('a step whose answer is unknown and whose schema refuses null stays where it is: nothing past it is made up', async () => {
+    const logic = makeLogic({ logicId: 'core.next', start: 'reserve', steps: { reserve: { kind: 'proxy', path: '/r', output: { type: 'object', required: ['id'] }, next: 'done' }, done: { kind: 'pass' } } });
+    // the service answered 202: parked, waiting for its callback
+    const parked = (await onOutcome(logic, await start(logic), { status: 'parked' })).instance;
+    expect(parked.state).toBe('waiting');
+    const next = await previewContinue(logic, parked);
+    expect(next).toMatchObject({ steps: [], stopsAt: { state: 'waiting', step: 'reserve' }, assumes: null });
+  });
+
+  it('a parked decision is answered with its first option; one whose payload schema needs fields is not answered', async () => {
+    const steps = (schema?: Record<string, unknown>): Record<string, StepDef> => ({
+      ask: { kind: 'decision', options: ['yes', 'no'], next: 'route', ...(schema === undefined ? {} : { schema }) },
+      route: { kind: 'choice', branches: [{ when: 'decision.option = "yes"', next: 'pay' }], otherwise: 'stop' },
+      pay: { kind: 'proxy', path: '/pay' },
+      stop: { kind: 'pass' },
+    });
+    const open = makeLogic({ logicId: 'core.ask', start: 'ask', steps: steps() });
+    const yes = await previewContinue(open, await start(open));
+    expect(yes.assumes).toBe('decision ask = yes');
+    expect(yes.steps.map((s) => [s.step, s.idempotencyKey])).toEqual([
+      ['route', null],
+      ['pay', 'w1:pay:0'],
+    ]);
+    const strict = makeLogic({ logicId: 'core.ask', start: 'ask', steps: steps({ type: 'object', required: ['note'], properties: { note: { type: 'string' } } }) });
+    expect(await previewContinue(strict, await start(strict))).toMatchObject({ steps: [], stopsAt: { state: 'waiting', step: 'ask' }, assumes: null });
   });
 });

@@ -77,12 +77,15 @@ describeEachDriver('compatibility report', (getDb) => {
     expect(slow).toContain(waiting.representative);
     expect(groupAt(report, 'charge')).toMatchObject({ outputs: ['route'], compensations: [], running: 'step' });
     expect(fast).toContain(groupAt(report, 'charge').representative);
-    // what would run next: the approval answered, charge calls out under its key, then the new step
+    // what would run next: the approval answered with its first option, charge calls out under its key, then the new step
     expect(waiting.next?.steps.map((s) => [s.step, s.callsOut, s.idempotencyKey])).toEqual([
       ['charge', true, `${waiting.representative}:charge:0`],
       ['audit', false, null],
     ]);
     expect(waiting.next?.stopsAt).toEqual({ state: 'completed', step: 'audit' });
+    expect(waiting.next?.assumes).toBe('decision approve = ok');
+    // the fast ones' charge never answered and has no schema: answered null, it runs on to the end
+    expect(groupAt(report, 'charge').next).toMatchObject({ assumes: null, stopsAt: { state: 'completed', step: 'audit' } });
   });
 
   it('calls the group whose step the candidate removes unsafe, and only that group', async () => {
