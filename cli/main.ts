@@ -33,7 +33,7 @@ const COMMANDS: Record<string, { usage: string; load: () => Promise<Command> }> 
     load: async () => (await import('./commands/trace.ts')).traceCommand,
   },
   publish: {
-    usage: 's8flow publish --to <dir | http(s)://engine> [--token T] [--env E] [--from dist/flow]',
+    usage: 's8flow publish --to <dir | http(s)://engine> [--token T] [--env E] [--from dist/flow] [--check [--fail-on unsafe] [--replay K]]',
     load: async () => (await import('./commands/publish.ts')).publishCommand,
   },
   schedules: { usage: SCHEDULES_USAGE, load: async () => (await import('./commands/schedules.ts')).schedulesCommand },

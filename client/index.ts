@@ -12,6 +12,7 @@ import { context, propagation } from '@opentelemetry/api';
 import type { CallbackRequest, CallbackResponse } from '../contracts/api/callbacks.ts';
 import type { DecisionRequest } from '../contracts/api/decisions.ts';
 import type { IngestEventBody, IngestEventResponse } from '../contracts/api/events.ts';
+import type { CompatibilityReport } from '../contracts/api/compatibility.ts';
 import type { HandlerUsageList } from '../contracts/api/handlers.ts';
 import type { PublishVersionResponse, VersionList, VersionSummary } from '../contracts/api/logic-versions.ts';
 import type { Problem } from '../contracts/api/problem.ts';
@@ -69,6 +70,12 @@ export interface FlowClient {
   setVersionActive(logicId: string, version: number, active: boolean): Promise<VersionSummary>;
   /** Every handler profile and path the env's versions call, and whether each may be turned off now. */
   handlerUsage(filter?: { handler?: string; path?: string }): Promise<HandlerUsageList>;
+  /**
+   * The compatibility report of a candidate version (nothing is published) against the live
+   * instances of `against` (default: the highest active version below it); with `replay`, the
+   * last ended instances of it replayed on the candidate too.
+   */
+  checkCompatibility(logicVersion: { logicId: string }, opts?: { against?: number; replay?: number }): Promise<CompatibilityReport>;
 }
 
 /**
@@ -148,6 +155,11 @@ export function createFlowClient(opts: FlowClientOptions): FlowClient {
     async handlerUsage(filter = {}) {
       const q = new URLSearchParams(Object.entries(filter).filter((e): e is [string, string] => e[1] !== undefined));
       return (await call<HandlerUsageList>('GET', `/v1/envs/${env}/handlers${q.size > 0 ? `?${q}` : ''}`, undefined)).body;
+    },
+    async checkCompatibility(logicVersion, opts = {}) {
+      const body = { logicVersion, ...opts };
+      const path = `/v1/envs/${env}/logic-versions/${encodeURIComponent(logicVersion.logicId)}/compatibility`;
+      return (await call<CompatibilityReport>('POST', path, body)).body;
     },
   };
 }

@@ -223,3 +223,25 @@ export class LimitScopeInvalid extends FlowError {
     super('FLOW_LIMIT_SCOPE_INVALID', `${why} (the path's env is the limit's scope: an env id, or * for a handler's limit on every env)`, { status: 400 });
   }
 }
+
+/** A compatibility check whose candidate is of another definition than the one in its path. */
+export class CompatLogicMismatch extends FlowError {
+  constructor(pathLogicId: string, docLogicId: string) {
+    super(
+      'FLOW_COMPAT_LOGIC_MISMATCH',
+      `the candidate is a version of ${docLogicId}, but the compatibility check was asked of ${pathLogicId}: post it under /logic-versions/${docLogicId}/compatibility`,
+      { status: 422, details: { logicId: pathLogicId, candidate: docLogicId } },
+    );
+  }
+}
+
+/** A compatibility check of a candidate against its own version number. */
+export class CompatSameVersion extends FlowError {
+  constructor(logicId: string, version: number) {
+    super(
+      'FLOW_COMPAT_SAME_VERSION',
+      `the candidate is ${logicId}@${version} and was asked to be compared with version ${version}: a version is compared with another one; name a different "against", or leave it out for the active version below the candidate`,
+      { status: 422 },
+    );
+  }
+}

@@ -5,6 +5,8 @@ import { keys } from './retry.ts';
 import type { Transition } from './transition.ts';
 import { schemaProblems } from './schemas.ts';
 import { type RewindArgs, rewind } from './verbs.ts';
+import { Refused } from './errors.ts';
+import { onResume } from './wake.ts';
 
 export interface PreviewStep {
   step: string;
@@ -108,6 +110,47 @@ export async function simulate(logic: LogicVersion, inst: Instance, first: Trans
     keptEffects: [],
     stopsAt: { state: t.instance.state, step: t.instance.currentStep },
   };
+}
+
+/** What the simulation of a continuing instance assumed of the wait it is parked on, if anything. */
+export interface ContinuePreview extends Preview {
+  /** `decision approval = approve` (the first option), `reserve answered as before`; null when it was not parked. */
+  assumes: string | null;
+}
+
+/**
+ * What an instance would run next were it continuing on `to` (a candidate version) at the step it
+ * is at: the simulation of `simulate`, on a copy pinned to `to`. A parked decision is answered
+ * with its first option by the core's own resume; any other wait ends with the answer the step
+ * gave before (or null). The caller has checked that the step is in `to`. Nothing is written and
+ * nothing is called.
+ */
+export async function previewContinue(to: LogicVersion, inst: Instance): Promise<ContinuePreview> {
+  const moved: Instance = { ...inst, version: to.version, logicHash: to.hash };
+  const running = moved.ctx.running;
+  const stays = (): ContinuePreview => ({ generation: inst.generation, steps: [], compensations: [], keptEffects: [], stopsAt: { state: inst.state, step: inst.currentStep }, assumes: null });
+  if (moved.state === 'waiting' && running !== null) {
+    const step = to.steps[running.step];
+    if (step?.kind === 'decision') {
+      const option = step.options[0]!;
+      const approver = { subject: 'compatibility-report', scopes: step.approverScope === undefined ? [] : [step.approverScope] };
+      let first: Transition;
+      try {
+        first = await onResume(to, moved, { step: running.step, option, approver });
+      } catch (err) {
+        // a decision whose payload schema requires fields: no answer can be made up for it
+        if (err instanceof Refused) return stays();
+        throw err;
+      }
+      return { ...(await simulate(to, moved, first)), assumes: `decision ${running.step} = ${option}` };
+    }
+    moved.state = 'processing';
+  }
+  const first: Transition = { instance: moved, cause: 'step_succeeded', attempts: [], commands: [], runAfterMs: null, outputsChanged: [] };
+  const preview = await simulate(to, moved, first);
+  // stopped at once, at the step it is at: its answer is unknown, so it stays as it is
+  if (preview.steps.length === 0 && preview.stopsAt.step === inst.currentStep && preview.stopsAt.state === moved.state) return stays();
+  return { ...preview, assumes: inst.state === 'waiting' && running !== null ? `${running.step} answered as before` : null };
 }
 
 function unknownAnswer(logic: LogicVersion, step: string): boolean {

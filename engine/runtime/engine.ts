@@ -18,7 +18,9 @@ import type { StuckThresholds } from '../store/workflow-filter.ts';
 import { loadRecord } from '../store/load-workflow.ts';
 import { asScheduler, inEnv } from '../store/tx.ts';
 import type { FuncRuntime } from '../../host-functions/index.ts';
+import type { CompatibilityReport } from '../../contracts/api/compatibility.ts';
 import type { HandlerUsageList } from '../../contracts/api/handlers.ts';
+import { compatibilityReport } from './compatibility-report.ts';
 import { dbFuncRuntime } from './module-store.ts';
 import { type ActedBy, type PublishResult, type VersionDetail, type VersionSummary, Versions } from './versions.ts';
 import { LogicCache } from './logic-cache.ts';
@@ -361,6 +363,17 @@ export class Engine {
    */
   handlerUsage(env: string, readable: (logicId: string) => boolean = () => true): Promise<HandlerUsageList> {
     return this.#versions.handlerUsage(env, readable);
+  }
+
+  /**
+   * The compatibility report of a candidate version (not published) against the live instances of
+   * `against` (default: the highest active version below the candidate): grouped by where they
+   * are, each group safe or unsafe with its reasons, and what its representative would run next;
+   * with `replay`, the last ended instances replayed on the candidate and where each diverges.
+   * Reads only; calls nothing (engine/runtime/compatibility-report.ts).
+   */
+  compatibility(env: string, logicId: string, candidate: unknown, against?: number, opts: { replay?: number } = {}): Promise<CompatibilityReport> {
+    return compatibilityReport(this.db, env, logicId, candidate, against, opts);
   }
 
   /** One version: its document, active flag, in-flight count, publication time and Mermaid diagram. */

@@ -52,6 +52,7 @@ describeEachDriver('the API surface', (getDb) => {
         // the console's and s8flow's routes beyond the API contract (engine/api/routes/: console-ui, overview, live, bulk)
         'GET /v1/envs/{env}/overview',
         'GET /v1/envs/{env}/handlers',
+        'POST /v1/envs/{env}/logic-versions/{logicId}/compatibility',
         'GET /v1/envs/{env}/workflows/{id}/live',
         ...['retry', 'cancel', 'replay'].map((v) => `POST /v1/envs/{env}/bulk/${v}`),
         'GET /v1/envs/{env}/bulk/{jobId}',

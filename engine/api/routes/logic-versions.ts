@@ -8,12 +8,13 @@ import {
   VersionList,
   VersionSummary,
 } from '../../../contracts/api/logic-versions.ts';
+import { CompatibilityParams, CompatibilityReport, CompatibilityRequest } from '../../../contracts/api/compatibility.ts';
 import { grants } from '../../../contracts/scopes.ts';
 import type { Engine } from '../../runtime/engine.ts';
 import { principalOf, requireScope } from '../guard.ts';
 import { BEARER, PROBLEMS } from './shared.ts';
 
-/** Publish, list, show, retire and reactivate LogicVersions (ARCHITECTURE.md, Contracts: HTTP API). */
+/** Publish, list, show, retire and reactivate LogicVersions, and check a candidate against the live instances (ARCHITECTURE.md, Contracts: HTTP API). */
 export const logicVersionRoutes: FastifyPluginAsyncZod<{ engine: Engine; publishBodyLimit: number }> = async (app, { engine, publishBodyLimit }) => {
   app.post(
     '/v1/envs/:env/logic-versions',
@@ -38,6 +39,30 @@ export const logicVersionRoutes: FastifyPluginAsyncZod<{ engine: Engine; publish
       const result = await engine.publishVersion(req.params.env, req.body.logicVersion, modules, { subject: who.subject, scopes: who.scopes });
       req.log.info({ logicId: result.logicId, version: result.version, status: result.status }, 'published');
       return reply.code(result.status === 'new' ? 201 : 200).send(result);
+    },
+  );
+
+  app.post(
+    '/v1/envs/:env/logic-versions/:logicId/compatibility',
+    {
+      config: { scope: 'flow:publish' },
+      bodyLimit: publishBodyLimit,
+      schema: {
+        tags: ['logic-versions'],
+        summary: 'Check a candidate version against the live instances of a published one (nothing is published)',
+        security: BEARER,
+        params: CompatibilityParams,
+        body: CompatibilityRequest,
+        response: { 200: CompatibilityReport, ...PROBLEMS },
+      },
+    },
+    async (req) => {
+      const { env, logicId } = req.params;
+      // the scope of publishing the candidate: the check is the first half of a publish
+      requireScope(principalOf(req), 'flow:publish', logicId, `LogicVersion ${logicId}`);
+      const report = await engine.compatibility(env, logicId, req.body.logicVersion, req.body.against, { replay: req.body.replay ?? 0 });
+      req.log.info({ logicId, version: report.candidate.version, against: report.against?.version ?? null, verdict: report.verdict }, 'compatibility checked');
+      return report;
     },
   );
 
