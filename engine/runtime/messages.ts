@@ -13,7 +13,7 @@ import { commitTransition } from '../store/commit-transition.ts';
 import type { Db } from '../store/db.ts';
 import { ConcurrentUpdate, NotFound, refusedForData } from '../store/errors.ts';
 import { loadWorkflow } from '../store/load-workflow.ts';
-import { countBuffered, type DeliveryAnswer, findDelivery, insertMessage, markConsumed, oldestBuffered, parkedWithBuffered } from '../store/messages.ts';
+import { countBuffered, type DeliveryAnswer, findDelivery, insertMessage, lockWorkflow, markConsumed, oldestBuffered, parkedWithBuffered } from '../store/messages.ts';
 import type { Stored } from '../store/rows.ts';
 import { asScheduler, type Client, inEnv } from '../store/tx.ts';
 import { cancelTree } from './cancel-tree.ts';
@@ -63,7 +63,7 @@ export class Messages {
     checkStorable('the message payload', m.payload, this.opts.maxInputBytes);
     let committed: Committed | null = null;
     const answer = await inEnv(this.db, env, async (c): Promise<DeliveryAnswer> => {
-      const stored = await loadWorkflow(c, id, { forUpdate: true });
+      const stored = (await lockWorkflow(c, id)) ? await loadWorkflow(c, id) : null;
       if (stored === null) throw new NotFound(`workflow ${id}`);
       const inst = stored.instance;
       if (!grants(m.sender.scopes, 'flow:signal', inst.logicId)) throw new ScopeMissing(m.sender.subject, 'flow:signal', `workflow ${id} (${inst.logicId})`);
@@ -97,7 +97,7 @@ export class Messages {
    */
   async handOver(env: string, id: string): Promise<boolean> {
     const committed = await inEnv(this.db, env, async (c): Promise<Committed | null> => {
-      const stored = await loadWorkflow(c, id, { forUpdate: true });
+      const stored = (await lockWorkflow(c, id)) ? await loadWorkflow(c, id) : null;
       if (stored === null) return null;
       const logic = await this.logics.get(env, stored.instance.logicHash, c);
       const name = waitingOn(logic, stored);

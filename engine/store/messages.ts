@@ -23,6 +23,17 @@ export interface MessageRow {
   answer: DeliveryAnswer;
 }
 
+/**
+ * Takes the instance's row lock, in a statement of its own: a read that waited for the lock in the
+ * same statement would see the row as committed since (Postgres re-reads a locked row) but its
+ * step outputs (a subquery) as of before, so a hand-over racing another would run on stale outputs.
+ * The caller reads the instance after this, in a fresh statement. False: no such instance.
+ */
+export async function lockWorkflow(c: Client, id: string): Promise<boolean> {
+  const res = await c.query('SELECT 1 FROM workflows WHERE id = $1 FOR NO KEY UPDATE', [id]);
+  return res.rowCount === 1;
+}
+
 export async function findDelivery(c: Client, workflowId: string, key: string): Promise<DeliveryAnswer | null> {
   const res = await c.query<{ answer_status: number; answer: JsonValue }>(
     'SELECT answer_status, answer FROM workflow_messages WHERE workflow_id = $1 AND idempotency_key = $2',
