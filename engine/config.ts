@@ -13,7 +13,7 @@ import type { EnvWeights } from './store/claim-workflows.ts';
 import { isEnvName } from './store/tx.ts';
 import type { CircuitOptions, CircuitPolicy } from './runtime/circuits.ts';
 import { DEFAULT_THROTTLE_BUDGET_MS } from './core/hold.ts';
-import { DEFAULT_MESSAGE_BUFFER_MAX } from './runtime/messages.ts';
+import { DEFAULT_MESSAGE_BUFFER_MAX } from './core/messages.ts';
 
 const list = z.string().transform(parseAllowlist);
 // a logicId glob as FLOW_HANDLER_<NAME>_SERVES lists them: logicId characters and `*`

@@ -1,12 +1,9 @@
-import { FlowError } from '../../contracts/errors.ts';
 import { grants } from '../../contracts/scopes.ts';
-import { TERMINAL_STATES } from '../../contracts/states.ts';
 import type { LogicVersion } from '../../contracts/index.ts';
-import { Refused } from '../core/errors.ts';
 import type { Instance, JsonValue } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
 import { apply, type TraceEvent } from '../core/journal.ts';
-import { messageRefusal } from '../core/wake.ts';
+import { planDelivery, waitingOn } from '../core/messages.ts';
 import { ScopeMissing } from '../errors.ts';
 import { insertAudit } from '../store/audit.ts';
 import { commitTransition } from '../store/commit-transition.ts';
@@ -31,15 +28,6 @@ export interface Delivery {
   /** The caller's Idempotency-Key: a repeat within the instance is answered with the first answer. */
   key: string;
   sender: { subject: string; scopes: readonly string[] };
-}
-
-/** The step was not reached and the instance's buffer is full: the caller may send again once it drains. */
-export class MessageBufferFull extends FlowError {
-  constructor(workflowId: string, max: number) {
-    super('FLOW_MESSAGE_BUFFER_FULL', `workflow ${workflowId} already holds ${max} messages waiting for their step (FLOW_MESSAGE_BUFFER_MAX); send again once it takes some`, {
-      status: 409,
-    });
-  }
 }
 
 /**
@@ -69,14 +57,9 @@ export class Messages {
       if (!grants(m.sender.scopes, 'flow:signal', inst.logicId)) throw new ScopeMissing(m.sender.subject, 'flow:signal', `workflow ${id} (${inst.logicId})`);
       const first = await findDelivery(c, id, m.key);
       if (first !== null) return first;
-      if (TERMINAL_STATES.has(inst.state)) {
-        throw new Refused('FLOW_INSTANCE_ENDED', `workflow ${id} has ended (${inst.state}); it takes no more messages`);
-      }
       const logic = await this.logics.get(env, inst.logicHash, c);
-      const refusal = messageRefusal(logic, m.name, m.payload);
-      if (refusal !== null) throw refusal;
-      const takesNow = waitingOn(logic, stored) === m.name && (await oldestBuffered(c, id, m.name)) === null;
-      if (!takesNow && (await countBuffered(c, id)) >= this.opts.maxBuffered) throw new MessageBufferFull(id, this.opts.maxBuffered);
+      const buffer = { olderOfName: (await oldestBuffered(c, id, m.name)) !== null, count: await countBuffered(c, id), max: this.opts.maxBuffered };
+      const takesNow = planDelivery(logic, inst, m, buffer) === 'deliver';
       const answer: DeliveryAnswer = takesNow
         ? { status: 200, body: { workflowId: id, message: m.name, status: 'delivered' } }
         : { status: 202, body: { workflowId: id, message: m.name, status: 'buffered' } };
@@ -100,7 +83,7 @@ export class Messages {
       const stored = (await lockWorkflow(c, id)) ? await loadWorkflow(c, id) : null;
       if (stored === null) return null;
       const logic = await this.logics.get(env, stored.instance.logicHash, c);
-      const name = waitingOn(logic, stored);
+      const name = waitingOn(logic, stored.instance);
       if (name === null) return null;
       const buffered = await oldestBuffered(c, id, name);
       if (buffered === null) return null;
@@ -148,11 +131,4 @@ export class Messages {
 interface Committed {
   from: Instance;
   t: Transition;
-}
-
-/** The message name the instance is parked on (a waitFor step), or null. */
-export function waitingOn(logic: LogicVersion, stored: Stored): string | null {
-  const running = stored.instance.ctx.running;
-  const step = running === null ? undefined : logic.steps[running.step];
-  return stored.instance.state === 'waiting' && step?.kind === 'waitFor' ? step.message : null;
 }
