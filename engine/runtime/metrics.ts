@@ -25,7 +25,7 @@ export class EngineMetrics implements TransitionObserver {
   readonly #instances = new Gauge({ name: 'flow_instances', help: 'Instances that have not ended, by env, logic id and state', labelNames: ['env', 'logic_id', 'state'], registers: [this.registry] });
   readonly #runnable = new Gauge({ name: 'flow_runnable_instances', help: 'Instances a worker could claim now (the runnable queue depth)', registers: [this.registry] });
   readonly #oldest = new Gauge({ name: 'flow_oldest_runnable_age_seconds', help: 'How long the oldest runnable instance has been runnable (0: none); the number to autoscale on', registers: [this.registry] });
-  readonly #parked = new Gauge({ name: 'flow_parked_instances', help: 'Waiting instances by env and what they wait for: decision, callback, delay or children', labelNames: ['env', 'reason'], registers: [this.registry] });
+  readonly #parked = new Gauge({ name: 'flow_parked_instances', help: 'Waiting instances by env and what they wait for: decision, message, callback, delay or children', labelNames: ['env', 'reason'], registers: [this.registry] });
   readonly #stepSeconds = new Histogram({
     name: 'flow_step_duration_seconds',
     help: 'How long executing one attempt took, by effect kind (proxy, http, func, or compensation:<kind>) and outcome',
