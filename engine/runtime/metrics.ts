@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { type LogicVersion, TERMINAL_STATES } from '../../contracts/index.ts';
+import { type LogicVersion, type StepDef, TERMINAL_STATES } from '../../contracts/index.ts';
 import { durationMs } from '../core/durations.ts';
 import type { Instance } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
@@ -135,10 +135,16 @@ export class EngineMetrics implements TransitionObserver {
     const step = logic.steps[instance.currentStep ?? ''];
     if (timing === undefined || step === undefined) return;
     for (const wake of stored.wakes) {
-      const iso = wake.purpose === 'delay' && step.kind === 'delay' ? step.duration : wake.purpose === 'deadline' && step.kind === 'decision' ? step.deadline : undefined;
+      const iso = wake.purpose === 'delay' && step.kind === 'delay' ? step.duration : wake.purpose === 'deadline' ? deadlineOf(step) : undefined;
       if (iso === undefined) continue;
       const late = timing.runAt.getTime() - (timing.updatedAt.getTime() + durationMs(iso));
       this.#timerLateness.observe({ purpose: wake.purpose }, Math.max(0, late) / 1000);
     }
   }
+}
+
+/** The duration a step's `deadline` timer counts: a decision's deadline, a waitFor step's timeout. */
+function deadlineOf(step: StepDef): string | undefined {
+  if (step.kind === 'decision') return step.deadline;
+  return step.kind === 'waitFor' ? step.timeout : undefined;
 }
