@@ -152,6 +152,23 @@ describeEachDriver('messages to running instances', (getDb) => {
     expect(await refusal(bare, 'funds.settled', { amount: 1 })).toEqual({ code: 'FLOW_INSTANCE_ENDED', status: 409 });
   });
 
+  it('a message left buffered while its instance parked on the step (a race, or a crash before the hand-over) is handed over by the sweep', async () => {
+    const id = await start(settlement());
+    expect((await get(id)).state).toBe('waiting');
+    // as a delivery that committed while a worker still held the instance, after it read the buffer
+    await asScheduler(getDb(), (c) =>
+      c.query(
+        `INSERT INTO workflow_messages (env_id, workflow_id, idempotency_key, name, payload, state, answer_status, answer)
+         VALUES ('test-env', $1, 'raced', 'funds.settled', '{"amount": 7}', 'buffered', 202, '{}')`,
+        [id],
+      ),
+    );
+    await settle(engine);
+    expect((await get(id)).state).toBe('completed');
+    expect(svc.calls('/capture').at(-1)?.body).toEqual({ amount: 7 });
+    expect(await buffered(id)).toEqual([]);
+  });
+
   it('the sender needs flow:signal for the definition', async () => {
     const logic = settlement();
     const id = await start(logic);
