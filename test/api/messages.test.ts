@@ -61,6 +61,7 @@ describeEachDriver('messages API', (getDb) => {
 
   it('refuses without flow:signal for the definition, without an Idempotency-Key, and a payload that breaks the schema', async () => {
     const { id } = await engine.start({ logicId: logic.logicId, input: {}, env: 'test-env' });
+    const before = await engine.get(id, 'test-env');
     const noScope = await post(id, { amount: 1 }, { key: 'a', scope: 'flow:decide flow:start' });
     expect([noScope.statusCode, noScope.json().code]).toEqual([403, 'FLOW_SCOPE_MISSING']);
     const otherGlob = await post(id, { amount: 1 }, { key: 'a', scope: 'flow:signal:orders.*' });
@@ -71,5 +72,14 @@ describeEachDriver('messages API', (getDb) => {
     expect([bad.statusCode, bad.json().code]).toEqual([422, 'FLOW_MESSAGE_PAYLOAD_INVALID']);
     const unknown = await post(id, {}, { key: 'c', name: 'funds.sent' });
     expect([unknown.statusCode, unknown.json().code]).toEqual([422, 'FLOW_UNKNOWN_MESSAGE']);
+    // hostile input is refused with its code, never a 500
+    const nul = await post(id, { amount: 1, note: 'a\u0000b' }, { key: 'd' });
+    expect([nul.statusCode, nul.json().code]).toEqual([422, 'FLOW_INPUT_UNSTORABLE']);
+    const badName = await post(id, {}, { key: 'e', name: 'funds%20settled' });
+    expect([badName.statusCode, badName.json().code]).toEqual([422, 'FLOW_SCHEMA_INVALID']);
+    expect((await post(id, {}, { key: 'e', name: 'x'.repeat(200) })).json().code).toBe('FLOW_MALFORMED_URL');
+    const longKey = await post(id, { amount: 1 }, { key: 'k'.repeat(201) });
+    expect([longKey.statusCode, longKey.json().code]).toEqual([422, 'FLOW_SCHEMA_INVALID']);
+    expect(await engine.get(id, 'test-env')).toEqual(before);
   });
 });
