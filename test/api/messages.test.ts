@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Api } from '../../engine/api/server.ts';
+import { createFlowClient } from '../../client/index.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 import { describeEachDriver } from '../support/db.ts';
@@ -57,6 +58,27 @@ describeEachDriver('messages API', (getDb) => {
     expect([res.statusCode, res.json().status]).toEqual([200, 'delivered']);
     expect((await post(id, { amount: 5 }, { key: 'now' })).statusCode).toBe(200);
     expect((await post(id, { amount: 6 }, { key: 'later' })).json().code).toBe('FLOW_INSTANCE_ENDED');
+  });
+
+  it('the typed client sends a message, and a refusal comes back as FlowApiError with its code', async () => {
+    const { id } = await engine.start({ logicId: logic.logicId, input: {}, env: 'test-env' });
+    const auth = await bearer({ scope: 'flow:signal' });
+    // the client's fetch, answered by the API in process (app.inject: no port)
+    const fetch = (async (url: string, init: RequestInit) => {
+      const res = await api.app.inject({
+        method: init.method as 'POST',
+        url: new URL(url).pathname,
+        headers: { ...(init.headers as Record<string, string>), ...auth },
+        ...(init.body === undefined ? {} : { payload: init.body as string }),
+      });
+      return new Response(res.body, { status: res.statusCode, headers: { 'content-type': String(res.headers['content-type']) } });
+    }) as typeof globalThis.fetch;
+    const client = createFlowClient({ baseUrl: 'http://engine.test', env: 'test-env', fetch });
+    expect(await client.sendMessage(id, 'funds.settled', { amount: 3 }, { idempotencyKey: 'c1' })).toEqual({ workflowId: id, message: 'funds.settled', status: 'buffered' });
+    await expect(client.sendMessage(id, 'funds.settled', { amount: 'x' }, { idempotencyKey: 'c2' })).rejects.toMatchObject({
+      code: 'FLOW_MESSAGE_PAYLOAD_INVALID',
+      status: 422,
+    });
   });
 
   it('refuses without flow:signal for the definition, without an Idempotency-Key, and a payload that breaks the schema', async () => {
