@@ -10,7 +10,7 @@ import { commitTransition } from '../store/commit-transition.ts';
 import type { Db } from '../store/db.ts';
 import { ConcurrentUpdate, NotFound, refusedForData } from '../store/errors.ts';
 import { loadWorkflow } from '../store/load-workflow.ts';
-import { countBuffered, type DeliveryAnswer, findDelivery, insertMessage, lockWorkflow, markConsumed, oldestBuffered, parkedWithBuffered } from '../store/messages.ts';
+import { countBuffered, type DeliveryAnswer, findDelivery, insertMessage, lockWorkflow, markConsumed, oldestBuffered, parkedWithBuffered, setAsideUnread } from '../store/messages.ts';
 import type { Stored } from '../store/rows.ts';
 import { asScheduler, type Client, inEnv } from '../store/tx.ts';
 import { cancelTree } from './cancel-tree.ts';
@@ -18,9 +18,6 @@ import type { LogicCache } from './logic-cache.ts';
 import { summary } from './mutate.ts';
 import type { TransitionObserver } from './observer.ts';
 import { ChangeUnstorable, checkStorable } from './storable.ts';
-
-/** How many messages may wait for their step per instance. (Default: 100; FLOW_MESSAGE_BUFFER_MAX) */
-export const DEFAULT_MESSAGE_BUFFER_MAX = 100;
 
 export interface Delivery {
   name: string;
@@ -95,9 +92,15 @@ export class Messages {
     return committed !== null;
   }
 
-  /** The sweep (a ticker of the worker pool): hands over what a crash or a race left buffered. */
+  /**
+   * The sweep (a ticker of the worker pool): hands over what a crash or a race left buffered, and
+   * sets aside (`unread`) what ended instances never took, so the sweep's own scan stays small.
+   */
   async fire(): Promise<{ fired: number; nextDueMs: number | null }> {
-    const due = await asScheduler(this.db, (c) => parkedWithBuffered(c, 100));
+    const due = await asScheduler(this.db, async (c) => {
+      await setAsideUnread(c);
+      return parkedWithBuffered(c, 100);
+    });
     let fired = 0;
     for (const { env, workflowId } of due) {
       try {

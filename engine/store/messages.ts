@@ -1,5 +1,8 @@
 import type { JsonValue } from '../core/instance.ts';
+import { TERMINAL_STATES } from '../../contracts/states.ts';
 import type { Client } from './tx.ts';
+
+const TERMINAL = `(${[...TERMINAL_STATES].map((st) => `'${st}'`).join(', ')})`;
 
 /**
  * Messages delivered to instances (migration 0034): one row per delivery, keyed by the caller's
@@ -89,4 +92,12 @@ export async function parkedWithBuffered(c: Client, limit: number): Promise<{ en
     [limit],
   );
   return res.rows.map((r) => ({ env: r.env_id, workflowId: r.id }));
+}
+
+/** Marks `unread` the buffered messages of ended instances: no step will take them now. */
+export async function setAsideUnread(c: Client): Promise<void> {
+  await c.query(
+    `UPDATE workflow_messages m SET state = 'unread' FROM workflows w
+      WHERE m.state = 'buffered' AND w.id = m.workflow_id AND w.state IN ${TERMINAL}`,
+  );
 }

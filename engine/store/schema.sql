@@ -1361,7 +1361,7 @@ CREATE TABLE flow.workflow_messages (
     answer jsonb NOT NULL,
     arrived_at timestamp with time zone DEFAULT now() NOT NULL,
     consumed_at timestamp with time zone,
-    CONSTRAINT workflow_messages_state_check CHECK ((state = ANY (ARRAY['buffered'::text, 'consumed'::text])))
+    CONSTRAINT workflow_messages_state_check CHECK ((state = ANY (ARRAY['buffered'::text, 'consumed'::text, 'unread'::text])))
 );
 
 ALTER TABLE ONLY flow.workflow_messages FORCE ROW LEVEL SECURITY;

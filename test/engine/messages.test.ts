@@ -131,10 +131,14 @@ describeEachDriver('messages to running instances', (getDb) => {
     expect((await send(id, 'funds.settled', { amount: 1 }, 'k')).status).toBe(200);
   });
 
-  it('refuses a message to an ended instance with FLOW_INSTANCE_ENDED', async () => {
-    const id = await start(settlement());
+  it('refuses a message to an ended instance with FLOW_INSTANCE_ENDED; what it never took is set aside as unread', async () => {
+    const id = await start(gated());
+    expect((await send(id, 'item', { n: 1 }, 'early')).status).toBe(202);
     await engine.ops.cancel(id, { reason: 'customer withdrew' }, { ...OPERATOR, env: 'test-env' });
-    expect(await refusal(id, 'funds.settled', { amount: 1 })).toEqual({ code: 'FLOW_INSTANCE_ENDED', status: 409 });
+    expect(await refusal(id, 'item', { n: 2 })).toEqual({ code: 'FLOW_INSTANCE_ENDED', status: 409 });
+    await settle(engine);
+    const rows = await asScheduler(getDb(), (c) => c.query<{ state: string }>('SELECT state FROM workflow_messages WHERE workflow_id = $1', [id]));
+    expect(rows.rows).toEqual([{ state: 'unread' }]);
   });
 
   it('a timeout takes onError with FLOW_MESSAGE_TIMEOUT; without onError the workflow fails', async () => {

@@ -8,8 +8,9 @@
 --
 -- One row per delivery, keyed by the caller's Idempotency-Key within the instance: a repeat of the
 -- key is answered with the answer the first delivery got (`answer_status`, `answer`), and changes
--- nothing. `state` says whether the message still waits for its step (`buffered`) or was handed
--- to it (`consumed`); the buffered ones of an instance are few (bounded by the engine's
+-- nothing. `state` says whether the message still waits for its step (`buffered`), was handed
+-- to it (`consumed`), or was still waiting when its instance ended (`unread`, set by the sweep so
+-- that it scans only messages that may yet be taken); the buffered ones of an instance are few (bounded by the engine's
 -- FLOW_MESSAGE_BUFFER_MAX), taken oldest first per name (`id` is the arrival order). Every
 -- delivery and hand-over takes the instance's row lock first, so they are serialised with each
 -- other and with the instance's commits.
@@ -21,7 +22,7 @@ CREATE TABLE workflow_messages (
   idempotency_key text        NOT NULL,
   name            text        NOT NULL,
   payload         jsonb       NOT NULL,
-  state           text        NOT NULL CHECK (state IN ('buffered', 'consumed')),
+  state           text        NOT NULL CHECK (state IN ('buffered', 'consumed', 'unread')),
   answer_status   integer     NOT NULL,
   answer          jsonb       NOT NULL,
   arrived_at      timestamptz NOT NULL DEFAULT now(),
