@@ -11,6 +11,7 @@
 import { context, propagation } from '@opentelemetry/api';
 import type { CallbackRequest, CallbackResponse } from '../contracts/api/callbacks.ts';
 import type { DecisionRequest } from '../contracts/api/decisions.ts';
+import type { MessageAnswer } from '../contracts/api/messages.ts';
 import type { IngestEventBody, IngestEventResponse } from '../contracts/api/events.ts';
 import type { CompatibilityReport } from '../contracts/api/compatibility.ts';
 import type { HandlerUsageList } from '../contracts/api/handlers.ts';
@@ -61,6 +62,11 @@ export interface FlowClient {
   /** Completes a step the service answered `202 {"status":"waiting"}`, with its X-Flow-Resume-Token. */
   completeCallback(resumeToken: string, body: CallbackRequest): Promise<CallbackResponse>;
   decide(id: string, step: string, body: DecisionRequest): Promise<WorkflowRecord>;
+  /**
+   * Sends message `name` to an instance (docs/messages.md): `delivered` to the waitFor step it is
+   * parked on, or `buffered` until it reaches one. A repeat of `idempotencyKey` gets the first answer.
+   */
+  sendMessage(id: string, name: string, payload: unknown, opts: { idempotencyKey: string }): Promise<MessageAnswer>;
   ingestEvent(body: IngestEventBody): Promise<IngestEventResponse>;
   /** Publishes a LogicVersion with its modules (sha256 hex → bytes); `unchanged` when already there. */
   publishVersion(logicVersion: object, modules?: Record<string, Uint8Array>): Promise<PublishVersionResponse>;
@@ -136,6 +142,10 @@ export function createFlowClient(opts: FlowClientOptions): FlowClient {
     },
     async decide(id, step, body) {
       return (await call<WorkflowRecord>('POST', `/v1/envs/${env}/workflows/${encodeURIComponent(id)}/decisions/${encodeURIComponent(step)}`, body)).body;
+    },
+    async sendMessage(id, name, payload, o) {
+      const path = `/v1/envs/${env}/workflows/${encodeURIComponent(id)}/messages/${encodeURIComponent(name)}`;
+      return (await call<MessageAnswer>('POST', path, payload ?? null, { 'idempotency-key': o.idempotencyKey })).body;
     },
     async ingestEvent(body) {
       return (await call<IngestEventResponse>('POST', `/v1/envs/${env}/events`, body)).body;

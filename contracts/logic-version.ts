@@ -115,6 +115,21 @@ export const DecisionStep = z.strictObject({
   deadline: IsoDuration.optional(),
   onTimeout: StepName.optional(),
 });
+/** A message name: what `POST …/messages/{name}` delivers and a `waitFor` step waits on. */
+export const MESSAGE_NAME_PATTERN = /^[a-zA-Z][a-zA-Z0-9_.-]{0,127}$/;
+export const MessageName = z.string().regex(MESSAGE_NAME_PATTERN, 'a message name matches ^[a-zA-Z][a-zA-Z0-9_.-]{0,127}$');
+/**
+ * Parks until a message named `message` is delivered to the instance (or takes the oldest one
+ * already buffered). Its payload, checked at delivery against `schema`, is the step's output. With
+ * `timeout`, no message in time is the step error FLOW_MESSAGE_TIMEOUT, which takes `onError`.
+ */
+export const WaitForStep = z.strictObject({
+  kind: z.literal('waitFor'),
+  ...common,
+  message: MessageName,
+  schema: JsonSchema.optional(),
+  timeout: IsoDuration.optional(),
+});
 export const DelayStep = z
   .strictObject({ kind: z.literal('delay'), ...common, duration: IsoDuration.optional(), until: Expr.optional() })
   .refine((s) => (s.duration === undefined) !== (s.until === undefined), {
@@ -149,6 +164,7 @@ export const StepDef = z.discriminatedUnion('kind', [
   ProxyStep,
   HttpStep,
   DecisionStep,
+  WaitForStep,
   DelayStep,
   FuncStep,
   ChildrenStep,
@@ -234,6 +250,7 @@ export const STEP_KINDS = [
   'proxy',
   'http',
   'decision',
+  'waitFor',
   'delay',
   'func',
   'children',

@@ -53,6 +53,7 @@ function node(id: string, name: string, step: StepDef): string {
     case 'choice':
       return `${id}{"${label}"}`;
     case 'decision':
+    case 'waitFor':
       return `${id}{{"${label}"}}`;
     case 'delay':
       return `${id}(["${label}"])`;
@@ -73,6 +74,8 @@ function describe(step: StepDef): string {
       return action(step as Action);
     case 'decision':
       return `decision: ${step.options.join(' / ')}${step.deadline ? ` (deadline ${step.deadline})` : ''}`;
+    case 'waitFor':
+      return `waitFor message ${step.message}${step.timeout ? ` (timeout ${step.timeout})` : ''}`;
     case 'delay':
       return `delay ${step.duration ?? 'until timestamp'}`;
     case 'children':

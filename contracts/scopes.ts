@@ -7,6 +7,7 @@
  * as in `flow:repair:payments.*`. `flow:admin` (or `flow:admin:<glob>`) holds every flow scope.
  * `flow:events:<glob>` is the one scope whose glob matches event types, not logicIds: posting
  * such events, and publishing a version with a trigger on them.
+ * `flow:signal` delivers messages to running instances (`POST …/workflows/{id}/messages/{name}`).
  * `flow:erase` tombstones an ended instance's data (erasure); it is never implied by a verb scope.
  * `flow:metrics` reads GET /metrics, which spans every env and definition: it is never narrowed.
  */
@@ -16,6 +17,7 @@ export const FLOW_SCOPES = [
   'flow:start',
   'flow:publish',
   'flow:decide',
+  'flow:signal',
   'flow:retry',
   'flow:repair',
   'flow:cancel',

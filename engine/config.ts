@@ -13,6 +13,7 @@ import type { EnvWeights } from './store/claim-workflows.ts';
 import { isEnvName } from './store/tx.ts';
 import type { CircuitOptions, CircuitPolicy } from './runtime/circuits.ts';
 import { DEFAULT_THROTTLE_BUDGET_MS } from './core/hold.ts';
+import { DEFAULT_MESSAGE_BUFFER_MAX } from './core/messages.ts';
 
 const list = z.string().transform(parseAllowlist);
 // a logicId glob as FLOW_HANDLER_<NAME>_SERVES lists them: logicId characters and `*`
@@ -42,6 +43,7 @@ const EnvSchema = z.object({
   FLOW_FUNC_TIMEOUT_MAX_MS: z.coerce.number().int().min(1).max(2_147_483_647).default(DEFAULT_TIMEOUT_CAPS.funcMs),
   // jsonb holds at most 255 MB; a value must also fit a commit's parameter with the rest
   FLOW_MAX_INPUT_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(DEFAULT_MAX_INPUT_BYTES),
+  FLOW_MESSAGE_BUFFER_MAX: z.coerce.number().int().min(0).max(100_000).default(DEFAULT_MESSAGE_BUFFER_MAX),
   FLOW_RETRY_AFTER_MAX_MS: z.coerce.number().int().min(0).max(MAX_WAIT_MS).default(DEFAULT_RETRY_AFTER_MAX_MS),
   FLOW_THROTTLE_BUDGET_MS: z.coerce.number().int().min(0).max(MAX_WAIT_MS).default(DEFAULT_THROTTLE_BUDGET_MS),
   FLOW_CIRCUIT_FAILURES: z.coerce.number().int().min(0).max(1_000_000).default(0),
@@ -97,6 +99,8 @@ export interface FlowConfig {
   timeoutCaps: TimeoutCaps;
   /** The largest JSON value the engine stores, from a caller or a step. (Default: 1 MiB) */
   maxInputBytes: number;
+  /** How many messages may wait per instance for the waitFor step that takes them. (Default: 100) */
+  maxBufferedMessages: number;
   /** The longest wait a `Retry-After` answer may impose. (Default: one hour) */
   maxRetryAfterMs: number;
   /** How long in all 429/503 answers may hold a step without using an attempt. (Default: 15 minutes) */
@@ -161,6 +165,7 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): FlowConfig {
     handlers,
     timeoutCaps: { stepMs: env.FLOW_STEP_TIMEOUT_MAX_MS, funcMs: env.FLOW_FUNC_TIMEOUT_MAX_MS },
     maxInputBytes: env.FLOW_MAX_INPUT_BYTES,
+    maxBufferedMessages: env.FLOW_MESSAGE_BUFFER_MAX,
     maxRetryAfterMs: env.FLOW_RETRY_AFTER_MAX_MS,
     retention: {
       days: env.FLOW_RETENTION_DAYS ?? null,
@@ -237,6 +242,7 @@ export function engineOptionsFrom(config: FlowConfig, db: Db, extra: Partial<Eng
     ...(config.outboxSecret ? { outboxSecret: config.outboxSecret } : {}),
     callbackAllowlist: config.callbackAllowlist,
     maxInputBytes: config.maxInputBytes,
+    maxBufferedMessages: config.maxBufferedMessages,
     maxRetryAfterMs: config.maxRetryAfterMs,
     throttleBudgetMs: config.throttleBudgetMs,
     circuits: config.circuits,

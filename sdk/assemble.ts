@@ -30,6 +30,7 @@ const KIND_FIELDS: Record<StepKind, readonly string[]> = {
   proxy: ['handler', 'method', 'path', 'attributes', 'concurrency', 'throttleBudgetMs'],
   http: ['method', 'url', 'headers', 'attributes', 'concurrency', 'throttleBudgetMs'],
   decision: ['options', 'schema', 'approverScope', 'deadline', 'onTimeout'],
+  waitFor: ['message', 'schema', 'timeout'],
   delay: ['duration', 'until'],
   func: ['module', 'export', 'attributes', 'concurrency'],
   children: ['logicId', 'version', 'items', 'itemInput', 'failurePolicy'],

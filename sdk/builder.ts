@@ -17,6 +17,7 @@ import type {
   ScheduleOptions,
   TriggerOptions,
   UnknownSchema,
+  WaitForOptions,
 } from './options.ts';
 
 /** Brand of a workflow builder, so the compiler finds definitions among a module's exports. */
@@ -57,6 +58,12 @@ export interface WorkflowBuilder<In, S, D, M extends string, Out> {
     name: NewStepName<N, S>,
     options: DecisionOptions<Ctx<In, S, D>, Option, P>,
   ): WorkflowBuilder<In, AddStep<S, N, DecisionResult<Option, Json<P>>>, DecisionResult<Option, Json<P>>, M, Out>;
+
+  /** Parks until the message `message` is delivered (or takes the oldest one already buffered); its payload is the output. */
+  waitFor<const N extends string, P extends Schema = UnknownSchema>(
+    name: NewStepName<N, S>,
+    options: WaitForOptions<Ctx<In, S, D>, P>,
+  ): WorkflowBuilder<In, AddStep<S, N, Json<P>>, undefined, M, Out>;
 
   /** Parks for a duration or until a timestamp. */
   delay<const N extends string>(

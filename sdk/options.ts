@@ -178,6 +178,16 @@ export interface DecisionOptions<Ctx, Option extends string, Payload extends Sch
   onTimeout?: string;
 }
 
+/** A waitFor step parks until a message named `message` is delivered to the instance. */
+export interface WaitForOptions<Ctx, Payload extends Schema> extends InputOptions<Ctx> {
+  /** The message's name, as delivered to `POST …/workflows/{id}/messages/{name}`. @example "funds.settled" */
+  message: string;
+  /** Schema of the message's payload, enforced at delivery; the payload is the step's output. (Default: any JSON) */
+  schema?: Payload;
+  /** ISO 8601 duration to wait; then the step fails FLOW_MESSAGE_TIMEOUT and takes `onError`. (Default: none — waits forever) */
+  timeout?: string;
+}
+
 /** A delay waits for a fixed `duration` or until the timestamp `until` returns. */
 export type DelayOptions<Ctx> = RoutingOptions &
   (

@@ -96,6 +96,7 @@ function makeBuilder(state: BuilderState): Loose {
     proxy: addStep('proxy'),
     http: addStep('http'),
     decision: addStep('decision'),
+    waitFor: addStep('waitFor'),
     delay: addStep('delay'),
     func: addStep('func'),
     children: addStep('children'),

@@ -6,6 +6,7 @@ export * from './callbacks.ts';
 export * from './common.ts';
 export * from './compatibility.ts';
 export * from './decisions.ts';
+export * from './messages.ts';
 export * from './events.ts';
 export * from './handlers.ts';
 export * from './health.ts';

@@ -12,6 +12,7 @@ import { redactingLogger } from './redact.ts';
 import { limitRoutes } from './routes/limits.ts';
 import { callbackRoutes } from './routes/callbacks.ts';
 import { decisionRoutes } from './routes/decisions.ts';
+import { messageRoutes } from './routes/messages.ts';
 import { eventRoutes } from './routes/events.ts';
 import { healthRoutes } from './routes/health.ts';
 import { handlerRoutes } from './routes/handlers.ts';
@@ -104,6 +105,7 @@ export async function buildApi(opts: ApiOptions): Promise<Api> {
   await app.register(verbRoutes, { engine });
   await app.register(historyRoutes, { engine });
   await app.register(decisionRoutes, { engine });
+  await app.register(messageRoutes, { engine });
   await app.register(callbackRoutes, { engine });
   await app.register(limitRoutes, { engine });
   await app.register(eventRoutes, { engine });

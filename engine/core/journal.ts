@@ -3,7 +3,7 @@ import { begin, beginClaimed, isUnstarted, onOutcome, onProgress } from './flow.
 import type { FuncRecord, Instance, JsonValue, TimerPurpose } from './instance.ts';
 import type { Transition } from './transition.ts';
 import { type CancelArgs, cancel, type ForceCompleteArgs, forceComplete, type RewindArgs, retry, rewind } from './verbs.ts';
-import { type ChildrenState, onCallback, onChildren, onResume, onTimer, type ResumeArgs } from './wake.ts';
+import { type ChildrenState, type MessageArgs, onCallback, onChildren, onMessage, onResume, onTimer, type ResumeArgs } from './wake.ts';
 
 /**
  * One input to the core. Each carries everything the core needs, so a replay calls nothing. The
@@ -14,6 +14,7 @@ import { type ChildrenState, onCallback, onChildren, onResume, onTimer, type Res
  * - `progress`: a func step's host call was answered; `record` is the grown record;
  * - `timer`: a delay, deadline or callback-timeout timer fired for the parked attempt `seq`;
  * - `resume`: an approver answered a decision;
+ * - `message`: a message was handed to the waitFor step it is parked on (delivered, or buffered before);
  * - `callback`: the owning service completed the step it had answered with 202 (`seq` is the token's);
  * - `children`: fan-in, with the children's state as the parent saw it;
  * - `verb`: an operator verb, with its arguments.
@@ -24,6 +25,7 @@ export type TraceEvent =
   | { type: 'progress'; record: FuncRecord }
   | { type: 'timer'; purpose: TimerPurpose; seq: number }
   | { type: 'resume'; args: ResumeArgs }
+  | { type: 'message'; args: MessageArgs }
   | { type: 'callback'; seq: number; outcome: StepOutcome }
   | { type: 'children'; seq: number; state: ChildrenState }
   | VerbEvent;
@@ -129,6 +131,8 @@ export async function apply(logic: LogicVersion, inst: Instance, event: TraceEve
       return onTimer(logic, inst, { purpose: event.purpose, seq: event.seq }, goOn);
     case 'resume':
       return onResume(logic, inst, event.args);
+    case 'message':
+      return onMessage(logic, inst, event.args);
     case 'callback':
       return onCallback(logic, inst, event.seq, event.outcome);
     case 'children':

@@ -34,6 +34,18 @@ export async function enterDecision(d: Draft, name: string, step: StepOfKind<'de
   if (deadlineMs !== null) d.commands.push({ type: 'timer', purpose: 'deadline', delayMs: deadlineMs, at: null, seq });
 }
 
+/**
+ * A waitFor step parks on its message. A message buffered before the step was reached is handed
+ * over by the shell right after this commit (the core sees it as a `message` event, like one that
+ * arrives later), so what the core decides depends only on what it is given. A timeout is a
+ * `deadline` timer, as a decision's.
+ */
+export function enterWaitFor(d: Draft, name: string, step: StepOfKind<'waitFor'>, input: JsonValue): void {
+  const timeoutMs = step.timeout === undefined ? null : waitOf('timeout', step.timeout);
+  const seq = parkAttempt(d, name, input);
+  if (timeoutMs !== null) d.commands.push({ type: 'timer', purpose: 'deadline', delayMs: timeoutMs, at: null, seq });
+}
+
 /** A duration's milliseconds, thrown as TimeOutOfRange (before the draft changes) when it cannot be scheduled. */
 function waitOf(field: string, iso: string): number {
   const ms = durationMs(iso);

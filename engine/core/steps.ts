@@ -1,5 +1,5 @@
 import type { FlowErrorBody, StepDef, StepKind, StepOfKind } from '../../contracts/index.ts';
-import { enterChildren, enterDecision, enterDelay } from './park.ts';
+import { enterChildren, enterDecision, enterDelay, enterWaitFor } from './park.ts';
 import { evaluate } from './expressions.ts';
 import type { JsonValue, Registration } from './instance.ts';
 import { keys } from './retry.ts';
@@ -47,6 +47,10 @@ export const STEP_KINDS: { [K in StepKind]: Enter<K> } = {
 
   decision: async (d, name, step, input) => {
     await enterDecision(d, name, step, input);
+    return STOP;
+  },
+  waitFor: async (d, name, step, input) => {
+    enterWaitFor(d, name, step, input);
     return STOP;
   },
   delay: async (d, name, step, input) => {

@@ -66,6 +66,43 @@ export async function onResume(logic: LogicVersion, inst: Instance, args: Resume
   return runOn(d, decision, step.next ?? null);
 }
 
+export interface MessageArgs {
+  name: string;
+  payload: JsonValue;
+}
+
+/**
+ * A message is handed to the instance parked on a waitFor step of that name; its payload is the
+ * step's output. Refused, changing nothing, when the instance is not parked on that message. The
+ * payload was checked against the step's schema at delivery; it is checked again here, so a trace
+ * replays the same refusal.
+ */
+export async function onMessage(logic: LogicVersion, inst: Instance, args: MessageArgs): Promise<Transition> {
+  const running = inst.ctx.running;
+  const step = running === null ? undefined : logic.steps[running.step];
+  if (inst.state !== 'waiting' || running === null || step?.kind !== 'waitFor' || step.message !== args.name) {
+    throw new Refused('FLOW_NOT_AWAITING_MESSAGE', `workflow ${inst.id} is ${inst.state} and not parked on message ${args.name}`);
+  }
+  const refusal = messageRefusal(logic, args.name, args.payload);
+  if (refusal !== null) throw refusal;
+  return runOn(new Draft(logic, inst, 'resumed'), args.payload, step.next ?? null);
+}
+
+/**
+ * Why `payload` cannot be message `name` of this version, or null: some waitFor step must take the
+ * name (FLOW_UNKNOWN_MESSAGE), and the payload must fit the schema of every step that does
+ * (FLOW_MESSAGE_PAYLOAD_INVALID). The one check for delivery and for the core.
+ */
+export function messageRefusal(logic: LogicVersion, name: string, payload: JsonValue): Refused | null {
+  const waits = Object.values(logic.steps).flatMap((s) => (s.kind === 'waitFor' && s.message === name ? [s] : []));
+  if (waits.length === 0) {
+    return new Refused('FLOW_UNKNOWN_MESSAGE', `no waitFor step of ${logic.logicId}@${logic.version} takes message ${name}`, 422);
+  }
+  const problems = waits.flatMap((s) => (s.schema === undefined ? [] : schemaProblems(s.schema, payload)));
+  if (problems.length === 0) return null;
+  return new Refused('FLOW_MESSAGE_PAYLOAD_INVALID', `message ${name} breaks the schema of its waitFor step: ${problems.join('; ')}`, 422);
+}
+
 /**
  * A timer fired. Returns null when it is stale: the attempt it was set for is already over
  * (answered before its deadline, cancelled, rewound), so firing it must change nothing.
@@ -86,6 +123,11 @@ export async function onTimer(
     return answerParked(logic, inst, { status: 'failed', retryable: true, error }, goOn);
   }
 
+  if (step.kind === 'waitFor') {
+    // no message in time: a step error, taking the step's error path as any other failure does
+    const error = { code: 'FLOW_MESSAGE_TIMEOUT', message: `no message ${step.message} for ${running.step} within ${step.timeout}`, step: running.step };
+    return failParked(new Draft(logic, inst, 'deadline_expired', goOn), error, step.onError);
+  }
   const d = new Draft(logic, inst, 'deadline_expired', goOn);
   const error = { code: 'DEADLINE_EXCEEDED', message: `no decision on ${running.step} before its deadline`, step: running.step };
   d.finishAttempt(running, 'failed', null, error);
@@ -93,6 +135,20 @@ export async function onTimer(
   if (step.kind === 'decision' && step.onTimeout !== undefined) {
     d.setOutput(running.step, { error });
     await enter(d, step.onTimeout);
+    return d.done();
+  }
+  await failWorkflow(d, error, { exhausted: false });
+  return d.done();
+}
+
+/** Ends the parked attempt as failed and goes to `route` (the step's error path), else fails the workflow. */
+async function failParked(d: Draft, error: FlowErrorBody, route: string | undefined): Promise<Transition> {
+  const running = d.ctx.running!;
+  d.finishAttempt(running, 'failed', null, error);
+  d.ctx.running = null;
+  if (route !== undefined) {
+    d.setOutput(running.step, { error });
+    await enter(d, route);
     return d.done();
   }
   await failWorkflow(d, error, { exhausted: false });

@@ -42,6 +42,10 @@ import type { Context } from '@opentelemetry/api';
 import { EngineMetrics } from './metrics.ts';
 import { type FlowLogger, logObserver, silentLogger } from './log.ts';
 import type { TransitionObserver } from './observer.ts';
+import { type Delivery, Messages } from './messages.ts';
+import { DEFAULT_MESSAGE_BUFFER_MAX } from '../core/messages.ts';
+import type { DeliveryAnswer } from '../store/messages.ts';
+import type { Instance } from '../core/instance.ts';
 import { type WorkerOptions, WorkerPool } from './worker-pool.ts';
 import { HistoryVerbs } from './history-verbs.ts';
 import { Retention, type RetentionOptions } from './retention.ts';
@@ -101,6 +105,11 @@ export interface EngineOptions {
    * body is not read past it. (Default: 1 MiB)
    */
   maxInputBytes?: number;
+  /**
+   * How many messages may wait per instance for the waitFor step that takes them; a delivery
+   * beyond it is refused with FLOW_MESSAGE_BUFFER_FULL. (Default: 100)
+   */
+  maxBufferedMessages?: number;
   /**
    * The longest wait a `Retry-After` answer may impose before the next attempt; a longer one is
    * cut to it. (Default: 3600000, one hour)
@@ -173,6 +182,8 @@ export class Engine {
   readonly outbox: OutboxRelay;
   /** Cron schedules: declared by versions or made through the API; fired by the workers' timer loop. */
   readonly schedules: Schedules;
+  /** Messages to running instances: delivery, the buffer, and the hand-over to waitFor steps. */
+  readonly messages: Messages;
   readonly #callbackHosts: ReadonlySet<string>;
   readonly #maxInputBytes: number;
 
@@ -226,8 +237,19 @@ export class Engine {
     const executors = this.#grants.wrap(createExecutors(this.#ownFuncs === null ? limited : { ...limited, funcRuntime: this.#ownFuncs }));
     this.metrics = new EngineMetrics(opts.db);
     this.log = opts.logger ?? silentLogger;
-    const observer = observeAll(this.metrics, logObserver(this.log), opts.observer ?? {});
+    // an instance that parks on a waitFor step takes its oldest buffered message at once
+    const handOver: TransitionObserver = {
+      onTransition: (_from, t, committed) => {
+        if (committed && t.instance.state === 'waiting') void this.#handOverIfWaitFor(t.instance).catch((err: unknown) => observer.onError?.(t.instance.id, err));
+      },
+    };
+    const observer = observeAll(this.metrics, logObserver(this.log), handOver, opts.observer ?? {});
     this.#observer = observer;
+    this.messages = new Messages(opts.db, this.logics, {
+      maxBuffered: opts.maxBufferedMessages ?? DEFAULT_MESSAGE_BUFFER_MAX,
+      maxInputBytes: this.#maxInputBytes,
+      observer,
+    });
     const limits = {
       maxBytes: this.#maxInputBytes,
       maxRetryAfterMs: opts.maxRetryAfterMs ?? DEFAULT_RETRY_AFTER_MAX_MS,
@@ -257,6 +279,25 @@ export class Engine {
     });
     this.workers.attach(this.outbox);
     this.workers.attachTicker({ fire: () => this.schedules.fireDue() });
+    this.workers.attachTicker(this.messages);
+  }
+
+  async #handOverIfWaitFor(inst: Instance): Promise<void> {
+    const step = inst.ctx.running?.step;
+    const logic = await this.logics.get(inst.env, inst.logicHash);
+    if (step === undefined || logic.steps[step]?.kind !== 'waitFor') return;
+    if (await this.messages.handOver(inst.env, inst.id)) this.workers.wake();
+  }
+
+  /**
+   * Delivers message `name` to an instance (`POST …/workflows/{id}/messages/{name}`): handed to
+   * the waitFor step it is parked on, or buffered until it reaches one (runtime/messages.ts). A
+   * repeat of the Idempotency-Key is answered with the first answer.
+   */
+  async deliverMessage(id: string, m: Delivery, opts: { env?: string } = {}): Promise<DeliveryAnswer> {
+    const answer = await this.messages.deliver(opts.env ?? this.env, id, m);
+    this.workers.wake();
+    return answer;
   }
 
   /**

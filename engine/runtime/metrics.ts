@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { type LogicVersion, TERMINAL_STATES } from '../../contracts/index.ts';
+import { type LogicVersion, type StepDef, TERMINAL_STATES } from '../../contracts/index.ts';
 import { durationMs } from '../core/durations.ts';
 import type { Instance } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
@@ -25,7 +25,7 @@ export class EngineMetrics implements TransitionObserver {
   readonly #instances = new Gauge({ name: 'flow_instances', help: 'Instances that have not ended, by env, logic id and state', labelNames: ['env', 'logic_id', 'state'], registers: [this.registry] });
   readonly #runnable = new Gauge({ name: 'flow_runnable_instances', help: 'Instances a worker could claim now (the runnable queue depth)', registers: [this.registry] });
   readonly #oldest = new Gauge({ name: 'flow_oldest_runnable_age_seconds', help: 'How long the oldest runnable instance has been runnable (0: none); the number to autoscale on', registers: [this.registry] });
-  readonly #parked = new Gauge({ name: 'flow_parked_instances', help: 'Waiting instances by env and what they wait for: decision, callback, delay or children', labelNames: ['env', 'reason'], registers: [this.registry] });
+  readonly #parked = new Gauge({ name: 'flow_parked_instances', help: 'Waiting instances by env and what they wait for: decision, message, callback, delay or children', labelNames: ['env', 'reason'], registers: [this.registry] });
   readonly #stepSeconds = new Histogram({
     name: 'flow_step_duration_seconds',
     help: 'How long executing one attempt took, by effect kind (proxy, http, func, or compensation:<kind>) and outcome',
@@ -135,10 +135,16 @@ export class EngineMetrics implements TransitionObserver {
     const step = logic.steps[instance.currentStep ?? ''];
     if (timing === undefined || step === undefined) return;
     for (const wake of stored.wakes) {
-      const iso = wake.purpose === 'delay' && step.kind === 'delay' ? step.duration : wake.purpose === 'deadline' && step.kind === 'decision' ? step.deadline : undefined;
+      const iso = wake.purpose === 'delay' && step.kind === 'delay' ? step.duration : wake.purpose === 'deadline' ? deadlineOf(step) : undefined;
       if (iso === undefined) continue;
       const late = timing.runAt.getTime() - (timing.updatedAt.getTime() + durationMs(iso));
       this.#timerLateness.observe({ purpose: wake.purpose }, Math.max(0, late) / 1000);
     }
   }
+}
+
+/** The duration a step's `deadline` timer counts: a decision's deadline, a waitFor step's timeout. */
+function deadlineOf(step: StepDef): string | undefined {
+  if (step.kind === 'decision') return step.deadline;
+  return step.kind === 'waitFor' ? step.timeout : undefined;
 }

@@ -4,7 +4,8 @@ import type { Client } from './tx.ts';
 /**
  * Replaces an instance's data with tombstones: its input and output, its steps' outputs, its
  * attempts' inputs and outputs (host-call records included: they are a func step's output), and
- * its journal's events and decisions; its search attributes, read off those, are removed. What it was and when stay: states, step names, attempt
+ * its journal's events and decisions, the payloads of messages delivered to it; its search
+ * attributes, read off those, are removed. What it was and when stay: states, step names, attempt
  * numbers, idempotency keys, times, error codes (their message says when it was erased: an error
  * keeps the shape every reader expects), the audit. `updated_at` stays too, so erasure
  * does not restart the retention clock. The journal is written as the scheduler: requests may
@@ -22,6 +23,8 @@ export async function eraseInstance(c: Client, id: string, t: Tombstone): Promis
   await c.query('UPDATE workflow_outputs SET output = $2::jsonb WHERE workflow_id = $1', [id, tomb]);
   // search attributes are read off the input and outputs: they go with them
   await c.query('DELETE FROM workflow_attributes WHERE workflow_id = $1', [id]);
+  // messages delivered to it: their payloads (a step's output, or never taken); names and keys stay
+  await c.query('UPDATE workflow_messages SET payload = $2::jsonb WHERE workflow_id = $1', [id, tomb]);
   await c.query(
     `UPDATE step_runs SET input = CASE WHEN input IS NULL THEN NULL ELSE $2::jsonb END,
             output = CASE WHEN output IS NULL THEN NULL ELSE $2::jsonb END,

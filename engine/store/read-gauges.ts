@@ -15,8 +15,8 @@ export interface GaugeRow {
  * instances that have not ended, through the partial index `workflows_live` (migration 0004), so
  * its cost follows the live work, not the history. "Runnable" is exactly what claim_workflows()
  * would take now: due pending/compensating instances, woken waiting ones, expired leases. A
- * parked instance's reason is the kind of step it waits on; a waiting proxy/http/func step is
- * waiting for its 202 callback.
+ * parked instance's reason is the kind of step it waits on (`message` for a waitFor step); a
+ * waiting proxy/http/func step is waiting for its 202 callback.
  */
 export async function readGauges(c: Client): Promise<GaugeRow[]> {
   const res = await c.query<GaugeRow>(
@@ -38,7 +38,7 @@ export async function readGauges(c: Client): Promise<GaugeRow[]> {
      UNION ALL
      SELECT 'parked', p.env_id, NULL,
             CASE lv.doc #>> ARRAY['steps', p.current_step, 'kind'] WHEN 'decision' THEN 'decision' WHEN 'delay' THEN 'delay'
-                 WHEN 'children' THEN 'children' ELSE 'callback' END AS label,
+                 WHEN 'children' THEN 'children' WHEN 'waitFor' THEN 'message' ELSE 'callback' END AS label,
             sum(p.n)::float8
      FROM parked p JOIN logic_versions lv ON lv.env_id = p.env_id AND lv.logic_id = p.logic_id AND lv.version = p.version
      GROUP BY p.env_id, 4`,

@@ -1346,6 +1346,44 @@ CREATE TABLE flow.workflow_attributes (
 ALTER TABLE ONLY flow.workflow_attributes FORCE ROW LEVEL SECURITY;
 
 --
+-- Name: workflow_messages; Type: TABLE; Schema: flow; Owner: -
+--
+
+CREATE TABLE flow.workflow_messages (
+    id bigint NOT NULL,
+    env_id text NOT NULL,
+    workflow_id uuid NOT NULL,
+    idempotency_key text NOT NULL,
+    name text NOT NULL,
+    payload jsonb NOT NULL,
+    state text NOT NULL,
+    answer_status integer NOT NULL,
+    answer jsonb NOT NULL,
+    arrived_at timestamp with time zone DEFAULT now() NOT NULL,
+    consumed_at timestamp with time zone,
+    CONSTRAINT workflow_messages_state_check CHECK ((state = ANY (ARRAY['buffered'::text, 'consumed'::text, 'unread'::text])))
+);
+
+ALTER TABLE ONLY flow.workflow_messages FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: workflow_messages_id_seq; Type: SEQUENCE; Schema: flow; Owner: -
+--
+
+CREATE SEQUENCE flow.workflow_messages_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: workflow_messages_id_seq; Type: SEQUENCE OWNED BY; Schema: flow; Owner: -
+--
+
+ALTER SEQUENCE flow.workflow_messages_id_seq OWNED BY flow.workflow_messages.id;
+
+--
 -- Name: workflow_outputs; Type: TABLE; Schema: flow; Owner: -
 --
 
@@ -1387,6 +1425,12 @@ ALTER TABLE ONLY flow.outbox ALTER COLUMN id SET DEFAULT nextval('flow.outbox_id
 --
 
 ALTER TABLE ONLY flow.permit_waiters ALTER COLUMN id SET DEFAULT nextval('flow.permit_waiters_id_seq'::regclass);
+
+--
+-- Name: workflow_messages id; Type: DEFAULT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.workflow_messages ALTER COLUMN id SET DEFAULT nextval('flow.workflow_messages_id_seq'::regclass);
 
 --
 -- Name: audit audit_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
@@ -1578,6 +1622,13 @@ ALTER TABLE ONLY flow.workflow_attributes
     ADD CONSTRAINT workflow_attributes_pkey PRIMARY KEY (workflow_id, name);
 
 --
+-- Name: workflow_messages workflow_messages_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.workflow_messages
+    ADD CONSTRAINT workflow_messages_pkey PRIMARY KEY (workflow_id, idempotency_key);
+
+--
 -- Name: workflow_outputs workflow_outputs_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
 --
 
@@ -1694,6 +1745,12 @@ CREATE INDEX workflow_attributes_text ON flow.workflow_attributes USING btree (e
 CREATE INDEX workflow_attributes_time ON flow.workflow_attributes USING btree (env_id, name, time_value) INCLUDE (workflow_id) WHERE (time_value IS NOT NULL);
 
 --
+-- Name: workflow_messages_buffered; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX workflow_messages_buffered ON flow.workflow_messages USING btree (workflow_id, name, id) WHERE (state = 'buffered'::text);
+
+--
 -- Name: workflows_idempotency_per_logic; Type: INDEX; Schema: flow; Owner: -
 --
 
@@ -1800,6 +1857,13 @@ ALTER TABLE ONLY flow.timers
 
 ALTER TABLE ONLY flow.workflow_attributes
     ADD CONSTRAINT workflow_attributes_workflow_id_fkey FOREIGN KEY (workflow_id) REFERENCES flow.workflows(id) ON DELETE CASCADE;
+
+--
+-- Name: workflow_messages workflow_messages_workflow_id_fkey; Type: FK CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.workflow_messages
+    ADD CONSTRAINT workflow_messages_workflow_id_fkey FOREIGN KEY (workflow_id) REFERENCES flow.workflows(id) ON DELETE CASCADE;
 
 --
 -- Name: workflow_outputs workflow_outputs_workflow_id_fkey; Type: FK CONSTRAINT; Schema: flow; Owner: -
@@ -1957,6 +2021,12 @@ CREATE POLICY env_isolation ON flow.triggers TO flow_app USING ((env_id = curren
 --
 
 CREATE POLICY env_isolation ON flow.workflow_attributes TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
+
+--
+-- Name: workflow_messages env_isolation; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY env_isolation ON flow.workflow_messages TO flow_app USING ((env_id = current_setting('app.env_id'::text, true))) WITH CHECK ((env_id = current_setting('app.env_id'::text, true)));
 
 --
 -- Name: workflow_outputs env_isolation; Type: POLICY; Schema: flow; Owner: -
@@ -2199,6 +2269,12 @@ CREATE POLICY scheduler ON flow.triggers TO flow_engine USING (true) WITH CHECK 
 CREATE POLICY scheduler ON flow.workflow_attributes TO flow_engine USING (true) WITH CHECK (true);
 
 --
+-- Name: workflow_messages scheduler; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY scheduler ON flow.workflow_messages TO flow_engine USING (true) WITH CHECK (true);
+
+--
 -- Name: workflow_outputs scheduler; Type: POLICY; Schema: flow; Owner: -
 --
 
@@ -2251,6 +2327,12 @@ ALTER TABLE flow.triggers ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE flow.workflow_attributes ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: workflow_messages; Type: ROW SECURITY; Schema: flow; Owner: -
+--
+
+ALTER TABLE flow.workflow_messages ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: workflow_outputs; Type: ROW SECURITY; Schema: flow; Owner: -
@@ -2544,6 +2626,20 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.triggers TO flow_engine;
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.workflow_attributes TO flow_app;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.workflow_attributes TO flow_engine;
+
+--
+-- Name: TABLE workflow_messages; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.workflow_messages TO flow_app;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.workflow_messages TO flow_engine;
+
+--
+-- Name: SEQUENCE workflow_messages_id_seq; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT USAGE ON SEQUENCE flow.workflow_messages_id_seq TO flow_app;
+GRANT USAGE ON SEQUENCE flow.workflow_messages_id_seq TO flow_engine;
 
 --
 -- Name: TABLE workflow_outputs; Type: ACL; Schema: flow; Owner: -

@@ -4,6 +4,7 @@ export { type Fake, type FakeCall, fakes } from './fakes.ts';
 export {
   type FlowHandle,
   fakeKey,
+  type MessageSent,
   hostFakeKey,
   type OutboxCommand,
   type RunnerOptions,

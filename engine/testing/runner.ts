@@ -15,6 +15,7 @@ import { isUnstarted } from '../core/flow.ts';
 import { type Command, createInstance, type Instance, type JsonValue, type Running, type TimerPurpose } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
 import { claimedWork } from '../core/journal.ts';
+import { DEFAULT_MESSAGE_BUFFER_MAX, planDelivery, waitingOn } from '../core/messages.ts';
 import { timerDueMs } from '../core/park.ts';
 import { type AppliedCallback, answerRepeatedCallback } from '../core/repeated-callback.ts';
 import type { ChildrenState, ResumeArgs } from '../core/wake.ts';
@@ -24,6 +25,12 @@ import { executeAttempt } from '../runtime/execute-attempt.ts';
 import { ResumeTokens } from '../runtime/resume-tokens.ts';
 import type { Fake, FakeCall } from './fakes.ts';
 import { apply, decisionOf, replay, type Trace, type TraceEntry, type TraceEvent } from './trace.ts';
+
+/** True when the instance is parked on a waitFor step and a message of its name is buffered. */
+function takesBuffered(flow: Flow): boolean {
+  const name = waitingOn(flow.logic, flow.instance);
+  return name !== null && flow.buffered.some((m) => m.name === name);
+}
 
 /** Signs the resume-token header executeAttempt sends; fakes never check it. */
 const RUNNER_TOKENS = new ResumeTokens('sentin8-flow-test-runner');
@@ -51,6 +58,13 @@ export interface RunnerOptions {
    * what was committed, ready for `restore()`. (Default: none)
    */
   onEvent?: (flow: FlowHandle, entry: TraceEntry) => void;
+  /** How many messages may wait per instance for their waitFor step, as FLOW_MESSAGE_BUFFER_MAX. (Default: 100) */
+  maxBufferedMessages?: number;
+}
+
+/** What `send()` answered: as the engine's 200 (`delivered`) or 202 (`buffered`). */
+export interface MessageSent {
+  status: 'delivered' | 'buffered';
 }
 
 export interface RunOptions {
@@ -114,6 +128,16 @@ export interface FlowHandle {
    * FLOW_CALLBACK_ANSWERED_DIFFERENTLY, and a token whose attempt took no completion is FLOW_STALE_TOKEN.
    */
   complete(outcome: StepOutcome, opts?: { seq?: number }): Promise<Instance>;
+  /**
+   * Delivers message `name`, as `POST …/messages/{name}` does (docs/messages.md): handed to the
+   * waitFor step the instance is parked on, or buffered in arrival order until it reaches one. A
+   * repeat of `key` (a duplicate) is answered with the first answer and changes nothing; a message
+   * sent before its step, or before others, is the out-of-order case. Refusals throw the engine's
+   * codes. (`key` default: a fresh one per call)
+   */
+  send(name: string, payload: JsonValue, opts?: { key?: string }): Promise<MessageSent>;
+  /** Messages delivered and not yet taken by a waitFor step, oldest first. `restore()` does not bring them back: a trace holds only what was taken. */
+  readonly buffered: readonly { name: string; payload: JsonValue }[];
 }
 
 /**
@@ -199,6 +223,9 @@ class Flow implements FlowHandle {
   readonly outbox: OutboxCommand[] = [];
   parkedSeq: number | null = null;
   cancelledByParent = false;
+  readonly buffered: { name: string; payload: JsonValue }[] = [];
+  /** The answer each Idempotency-Key got, given again to a repeat. */
+  readonly answered = new Map<string, MessageSent>();
   /** Core events used by this tree (counted on the root). */
   events = 0;
   readonly root: Flow;
@@ -232,6 +259,10 @@ class Flow implements FlowHandle {
     // no token at all is as stale as an old one: the core refuses it
     return this.sim.deliver(this, { type: 'callback', seq: opts.seq ?? this.parkedSeq ?? -1, outcome });
   }
+
+  send(name: string, payload: JsonValue, opts: { key?: string } = {}): Promise<MessageSent> {
+    return this.sim.send(this, name, payload, opts.key ?? randomUUID());
+  }
 }
 
 /** The runner's shell around the core: a virtual clock, an agenda of work and timers, and fan-in. */
@@ -245,6 +276,8 @@ class Simulation {
   /** Parents to tell that a child ended, once nothing is runnable (the engine's `children` timer rows). */
   #signals: { flow: Flow; seq: number }[] = [];
   #busy = false;
+  /** Instances sent a message: the ones whose buffer the settle loop looks at. */
+  readonly #withMessages = new Set<Flow>();
 
   constructor(logics: readonly LogicVersion[], fakes: Record<string, Fake>, opts: RunnerOptions) {
     this.#logics = logics;
@@ -322,6 +355,26 @@ class Simulation {
     });
   }
 
+  /** A message from outside: delivered or buffered by the core's rule (core/messages.ts), keyed like the engine's. */
+  send(flow: Flow, name: string, payload: JsonValue, key: string): Promise<MessageSent> {
+    return this.#exclusive(async () => {
+      const first = flow.answered.get(key);
+      if (first !== undefined) return first;
+      const buffer = { olderOfName: flow.buffered.some((m) => m.name === name), count: flow.buffered.length, max: this.#opts.maxBufferedMessages ?? DEFAULT_MESSAGE_BUFFER_MAX };
+      const plan = planDelivery(flow.logic, flow.instance, { name, payload }, buffer);
+      const answer: MessageSent = { status: plan === 'deliver' ? 'delivered' : 'buffered' };
+      flow.answered.set(key, answer);
+      if (plan === 'buffer') {
+        this.#withMessages.add(flow);
+        flow.buffered.push({ name, payload: structuredClone(payload) });
+        return answer;
+      }
+      this.#schedule(flow, await this.#commit(flow, { type: 'message', args: { name, payload } }));
+      await this.#settle(this.now);
+      return answer;
+    });
+  }
+
   timersOf(flow: Flow): VirtualTimer[] {
     return this.#items
       .filter((i): i is Extract<Item, { kind: 'timer' }> => i.kind === 'timer' && i.flow === flow)
@@ -346,6 +399,15 @@ class Simulation {
    */
   async #settle(limit: number): Promise<void> {
     for (;;) {
+      // an instance that parked on a waitFor step takes its oldest buffered message at once
+      const taker = [...this.#withMessages].find(takesBuffered);
+      if (taker !== undefined) {
+        const name = waitingOn(taker.logic, taker.instance)!;
+        const at = taker.buffered.findIndex((m) => m.name === name);
+        const [message] = taker.buffered.splice(at, 1);
+        this.#schedule(taker, await this.#commit(taker, { type: 'message', args: { name, payload: message!.payload } }));
+        continue;
+      }
       const runs = this.#items.some((i) => i.kind === 'run');
       if (!runs && this.#signals.length > 0) {
         const { flow, seq } = this.#signals.shift()!;

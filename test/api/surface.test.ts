@@ -47,6 +47,7 @@ describeEachDriver('the API surface', (getDb) => {
         'GET /v1/envs/{env}/workflows/{id}/history',
         ...['retry', 'repair', 'cancel', 'force-complete', 'replay'].map((v) => `POST /v1/envs/{env}/workflows/{id}/${v}`),
         'POST /v1/envs/{env}/workflows/{id}/decisions/{step}',
+        'POST /v1/envs/{env}/workflows/{id}/messages/{name}',
         'POST /v1/callbacks/{resumeToken}',
         'POST /v1/envs/{env}/events',
         // the console's and s8flow's routes beyond the API contract (engine/api/routes/: console-ui, overview, live, bulk)

@@ -40,6 +40,7 @@ interface RouteCase {
   method: 'GET' | 'POST' | 'PATCH';
   url: (t: Target) => string;
   body?: (t: Target) => unknown;
+  headers?: Record<string, string>;
   /** False where the route names nothing that could live in another env. */
   foreign?: boolean;
   /** A listing that a glob-narrowed scope filters instead of refusing. */
@@ -93,6 +94,14 @@ const ROUTES: RouteCase[] = [
     method: 'POST',
     url: (t) => `/v1/envs/${t.env}/workflows/${t.id}/decisions/approve`,
     body: () => ({ option: 'yes' }),
+  },
+  {
+    name: 'message',
+    scope: 'flow:signal',
+    method: 'POST',
+    url: (t) => `/v1/envs/${t.env}/workflows/${t.id}/messages/matrix.signal`,
+    headers: { 'idempotency-key': 'matrix-1' },
+    body: () => ({}),
   },
   {
     name: 'events',
@@ -158,7 +167,7 @@ describeEachDriver('the tenant matrix', (getDb) => {
   });
 
   async function call(r: RouteCase, t: Target, claims: TokenClaims | null) {
-    const headers: Record<string, string> = claims === null ? {} : { authorization: `Bearer ${await token(claims)}` };
+    const headers: Record<string, string> = { ...r.headers, ...(claims === null ? {} : { authorization: `Bearer ${await token(claims)}` }) };
     const body = r.body?.(t);
     return api.app.inject({ method: r.method, url: r.url(t), headers, ...(body === undefined ? {} : { payload: body as object }) });
   }

@@ -174,7 +174,7 @@ describe('replay determinism', () => {
 // steps and a children step, driven by random schedules of outcomes, time, resumes and callbacks.
 // ---------------------------------------------------------------------------------------------
 
-type WaitKind = Kind | 'decision' | 'delay' | 'async' | 'children';
+type WaitKind = Kind | 'decision' | 'delay' | 'async' | 'children' | 'waitFor';
 interface WaitShape {
   kind: WaitKind;
   compensate: boolean;
@@ -193,14 +193,17 @@ type Act =
   | { t: 'advance'; ms: number }
   | { t: 'resume'; valid: boolean; option: number; bad: 'step' | 'option' | 'scope' }
   | { t: 'complete'; o: O3 }
-  | { t: 'dup' };
+  | { t: 'dup' }
+  | { t: 'send'; message: number; key: number; valid: boolean };
 
 const SCOPE = 'flow:approve';
+const MESSAGE_SCHEMA = { type: 'object', properties: { v: { type: 'number' } }, required: ['v'] };
+const MESSAGE_REFUSALS = ['FLOW_UNKNOWN_MESSAGE', 'FLOW_MESSAGE_PAYLOAD_INVALID', 'FLOW_INSTANCE_ENDED', 'FLOW_MESSAGE_BUFFER_FULL'];
 const CHILD_ID = 'prop.child';
 
 const waitShapes = fc.array(
   fc.record({
-    kind: fc.constantFrom<WaitKind>('proxy', 'proxy', 'pass', 'choice', 'decision', 'decision', 'delay', 'async', 'async', 'children', 'children'),
+    kind: fc.constantFrom<WaitKind>('proxy', 'proxy', 'pass', 'choice', 'decision', 'decision', 'delay', 'async', 'async', 'children', 'children', 'waitFor', 'waitFor'),
     compensate: fc.boolean(),
     onError: fc.option(fc.integer({ min: 1, max: 3 }), { nil: null }),
     maxAttempts: fc.integer({ min: 1, max: 3 }),
@@ -213,8 +216,11 @@ const waitShapes = fc.array(
   }),
   { minLength: 1, maxLength: 7 },
 )
-  // a third of the definitions fan out first, so fan-in, fail_fast and cancellation come up often
-  .chain((list) => fc.constantFrom(list, list, [{ ...list[0]!, kind: 'children' as const }, ...list.slice(1)]));
+  // some definitions fan out first, so fan-in, fail_fast and cancellation come up often; some wait
+  // for a message first, so deliveries, buffering and duplicates do
+  .chain((list) =>
+    fc.constantFrom(list, list, [{ ...list[0]!, kind: 'children' as const }, ...list.slice(1)], [{ ...list[0]!, kind: 'waitFor' as const }, ...list.slice(1)]),
+  );
 const childShapes = fc.array(fc.constantFrom<ChildKind>('proxy', 'proxy', 'delay', 'delay', 'pass'), { minLength: 1, maxLength: 3 });
 const o3 = fc.constantFrom<O3>('ok', 'ok', 'transient', 'permanent');
 const acts = fc.array(
@@ -231,6 +237,16 @@ const acts = fc.array(
     },
     { arbitrary: fc.record({ t: fc.constant('complete' as const), o: o3 }), weight: 3 },
     { arbitrary: fc.record({ t: fc.constant('dup' as const) }), weight: 1 },
+    // messages: two names, keys that repeat (duplicates), some payloads that break the schema
+    {
+      arbitrary: fc.record({
+        t: fc.constant('send' as const),
+        message: fc.constantFrom(0, 0, 1, 2),
+        key: fc.integer({ min: 0, max: 3 }),
+        valid: fc.constantFrom(true, true, true, false),
+      }),
+      weight: 4,
+    },
   ),
   { maxLength: 14 },
 );
@@ -270,6 +286,17 @@ function waitLogicOf(list: WaitShape[]): LogicVersion {
         };
         return;
       }
+      case 'waitFor':
+        // the timeout reuses the decision's deadline choice, and takes onError
+        steps[`s${i}`] = {
+          kind: 'waitFor',
+          message: `m${i % 2}`,
+          schema: MESSAGE_SCHEMA,
+          ...(s.deadline === null ? {} : { timeout: s.deadline }),
+          ...routeOnError,
+          ...base,
+        };
+        return;
       case 'delay':
         steps[`s${i}`] = s.delay === 'until' ? { kind: 'delay', until: '"2025-01-01T00:20:00.000Z"', ...base } : { kind: 'delay', duration: s.delay, ...base };
         return;
@@ -363,11 +390,13 @@ async function driveWaiting(list: WaitShape[], childList: ChildKind[], schedule:
   }
   for (const i of childList.keys()) fakeMap[`test/c${i}`] = kid;
   const world = new World(fakeMap);
-  const runner = new TestRunner(logic, world.fakes, { logics: [child] });
+  const runner = new TestRunner(logic, world.fakes, { logics: [child], maxBufferedMessages: 3 });
   const flow = await runner.start({ n });
   /** The completions the service delivered and the core applied, by attempt seq. */
   const applied = new Map<number, StepOutcome>();
   let completed: number | null = null;
+  /** Keys of messages that were taken (delivered or buffered): a repeat answers as the first did. */
+  const sent = new Set<string>();
   for (const act of script) {
     const step = waitingOn(flow);
     const running = flow.instance.ctx.running;
@@ -398,6 +427,21 @@ async function driveWaiting(list: WaitShape[], childList: ChildKind[], schedule:
         const code = took === undefined ? 'FLOW_STALE_TOKEN' : JSON.stringify(took) === JSON.stringify(outcome) ? null : 'FLOW_CALLBACK_ANSWERED_DIFFERENTLY';
         await repeated(flow, () => flow.complete(outcome), code);
       }
+    } else if (act.t === 'send') {
+      // m2 is a name no step takes; a refused message changes nothing, a repeated key neither
+      const name = `m${act.message}`;
+      const payload = act.valid ? { v: act.key } : { v: 'x' };
+      const key = `${name}:${act.key}`;
+      if (sent.has(key)) await repeated(flow, () => flow.send(name, payload, { key }), null);
+      else {
+        const before = snapshot(flow);
+        const answer = await flow.send(name, payload, { key }).catch((err: { code: string }) => {
+          expect(MESSAGE_REFUSALS).toContain(err.code);
+          expect(snapshot(flow)).toEqual(before);
+          return null;
+        });
+        if (answer !== null) sent.add(key);
+      }
     } else if (completed !== null) {
       // the service's duplicate delivery of a completion that was already taken: the same body is
       // answered as the first delivery was, another body is refused
@@ -425,6 +469,7 @@ async function checkWakeUps(logic: LogicVersion, trace: Trace): Promise<void> {
       if (decision !== null) expect(decision.cause).toBe(event.purpose === 'delay' ? 'resumed' : 'deadline_expired');
     }
     if (event.type === 'callback') expect(parkedOn(event.seq) && step?.kind === 'proxy').toBe(true);
+    if (event.type === 'message') expect(parkedOn(running?.seq ?? -1) && step?.kind === 'waitFor' && step.message === event.args.name).toBe(true);
     if (event.type === 'resume') expect(parkedOn(running?.seq ?? -1) && step?.kind === 'decision' && running?.step === event.args.step).toBe(true);
     if (event.type === 'children') {
       const { open, failed, total, results } = event.state;
@@ -445,9 +490,11 @@ const RESTING = ['waiting', 'completed', 'failed', 'compensated', 'cancelled', '
 
 describe('replay determinism with waiting, time and composition', () => {
   it('every instance rests, and its trace replays to the identical decisions and final record with zero calls', async () => {
+    let withMessages = 0;
     await fc.assert(
       fc.asyncProperty(waitingCase, async ([list, childList, schedule, childSchedule, script, n]) => {
         const { logic, child, runner, flow, world } = await driveWaiting(list, childList, schedule, childSchedule, script, n);
+        if (flow.trace.entries.some((e) => e.event.type === 'message')) withMessages++;
         for (const f of treeOf(flow)) {
           expect(RESTING).toContain(f.instance.state);
           let replayed: Instance | undefined;
@@ -458,7 +505,7 @@ describe('replay determinism with waiting, time and composition', () => {
           // a timer that fell due never stays unfired; a parked delay or deadline has its timer armed
           for (const t of f.timers) expect(t.fireAtMs).toBeGreaterThan(runner.now);
           const parkedOn = waitingOn(f);
-          if (parkedOn?.kind === 'delay' || (parkedOn?.kind === 'decision' && parkedOn.deadline !== undefined)) {
+          if (parkedOn?.kind === 'delay' || (parkedOn?.kind === 'decision' && parkedOn.deadline !== undefined) || (parkedOn?.kind === 'waitFor' && parkedOn.timeout !== undefined)) {
             expect(f.timers.map((t) => t.seq)).toContain(f.instance.ctx.running!.seq);
           }
           // fan-in is over once the parent moved on: no child of an earlier fan-out is left open
@@ -469,6 +516,8 @@ describe('replay determinism with waiting, time and composition', () => {
       }),
       { numRuns: 400 },
     );
+    // the generators reach messages handed to waitFor steps in a fair share of the runs
+    expect(withMessages).toBeGreaterThanOrEqual(20);
   });
 
   it('a replay that meets a changed event fails loudly', async () => {

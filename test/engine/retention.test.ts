@@ -17,7 +17,8 @@ const ENV = 'test-env';
 const DAY = 86_400_000;
 /** Tables keyed by an instance, and how to count its rows in each. */
 const KEYED = ['workflows WHERE id = $1', 'journal WHERE workflow_id = $1', 'step_runs WHERE workflow_id = $1', 'workflow_outputs WHERE workflow_id = $1',
-  'outbox WHERE workflow_id = $1', 'audit WHERE workflow_id = $1', 'timers WHERE workflow_id = $1', 'legal_holds WHERE workflow_id = $1'];
+  'outbox WHERE workflow_id = $1', 'audit WHERE workflow_id = $1', 'timers WHERE workflow_id = $1', 'legal_holds WHERE workflow_id = $1',
+  'workflow_messages WHERE workflow_id = $1'];
 
 /** Rows per table for one instance, read as the scheduler (every env). */
 async function rowsOf(db: Db, id: string): Promise<Record<string, number>> {
@@ -77,7 +78,7 @@ describeEachDriver('retention, legal hold, erasure and archive', (getDb) => {
     return id;
   }
 
-  /** A delivered outbox row and an audit row, so every table keyed by the instance has one. */
+  /** A delivered outbox row, an audit row and a message, so every table keyed by the instance has one. */
   async function decorate(id: string): Promise<void> {
     await asScheduler(getDb(), async (c) => {
       await c.query(
@@ -85,6 +86,11 @@ describeEachDriver('retention, legal hold, erasure and archive', (getDb) => {
         [ENV, id, `${id}:t`],
       );
       await c.query(`INSERT INTO audit (env_id, workflow_id, verb, actor, before, after) VALUES ($1, $2, 'retry', 'ops', '{}', '{}')`, [ENV, id]);
+      await c.query(
+        `INSERT INTO workflow_messages (env_id, workflow_id, idempotency_key, name, payload, state, answer_status, answer)
+         VALUES ($1, $2, 'k', 'note', '{"secret": "pii"}', 'buffered', 202, '{}')`,
+        [ENV, id],
+      );
     });
   }
 
@@ -99,13 +105,23 @@ describeEachDriver('retention, legal hold, erasure and archive', (getDb) => {
     await engine.history.hold(held, ops(['flow:admin']));
     await backdate(getDb(), [ended, held, live], 60);
     const before = await rowsOf(getDb(), ended);
-    expect(before).toMatchObject({ workflows: 1, journal: expect.any(Number), step_runs: 1, workflow_outputs: 1, outbox: 1, audit: 1 });
+    expect(before).toMatchObject({ workflows: 1, journal: expect.any(Number), step_runs: 1, workflow_outputs: 1, outbox: 1, audit: 1, workflow_messages: 1 });
     const keptBefore = [await rowsOf(getDb(), held), await rowsOf(getDb(), live)];
 
     const report = await retention().run();
 
     expect(report).toMatchObject({ dryRun: false, instancesRemoved: 1, partitionsDropped: [] });
-    expect(await rowsOf(getDb(), ended)).toEqual({ workflows: 0, journal: 0, step_runs: 0, workflow_outputs: 0, outbox: 0, audit: 0, timers: 0, legal_holds: 0 });
+    expect(await rowsOf(getDb(), ended)).toEqual({
+      workflows: 0,
+      journal: 0,
+      step_runs: 0,
+      workflow_outputs: 0,
+      outbox: 0,
+      audit: 0,
+      timers: 0,
+      legal_holds: 0,
+      workflow_messages: 0,
+    });
     expect([await rowsOf(getDb(), held), await rowsOf(getDb(), live)]).toEqual(keptBefore);
   });
 
@@ -189,6 +205,14 @@ describeEachDriver('retention, legal hold, erasure and archive', (getDb) => {
     expect(after.attributes ?? {}).toEqual({});
     const rows = await asScheduler(getDb(), (c) => c.query('SELECT * FROM workflow_attributes WHERE workflow_id = $1', [id]));
     expect(rows.rows).toEqual([]);
+  });
+
+  it("erasure tombstones the payloads of the instance's messages; their names stay", async () => {
+    const id = await run(charge());
+    await decorate(id);
+    await engine.history.erase(id, ops(['flow:erase']));
+    const rows = await asScheduler(getDb(), (c) => c.query('SELECT name, payload FROM workflow_messages WHERE workflow_id = $1', [id]));
+    expect(rows.rows).toEqual([{ name: 'note', payload: { $erased: true, at: expect.any(String) } }]);
   });
 
   it('an instance on legal hold cannot be erased', async () => {

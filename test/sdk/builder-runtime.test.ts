@@ -49,6 +49,21 @@ describe('workflow builder', () => {
     expect(d.steps[1]?.step['schema']).toMatchObject({ type: 'object', properties: { note: { type: 'string' } } });
   });
 
+  test('a waitFor step carries its message, its payload schema as JSON Schema, and its timeout', () => {
+    const d = base
+      .waitFor('settled', { message: 'funds.settled', schema: z.object({ amount: z.number() }), timeout: 'P2D', onError: 'late' })
+      .pass('late', { next: null })
+      .definition();
+    expect(d.steps[0]?.step).toMatchObject({
+      kind: 'waitFor',
+      message: 'funds.settled',
+      schema: { type: 'object', properties: { amount: { type: 'number' } }, required: ['amount'] },
+      timeout: 'P2D',
+      onError: 'late',
+      next: 'late',
+    });
+  });
+
   test('a children step declares one child output and gets an array schema, fail_fast by default', () => {
     const d = base
       .children('kids', { logicId: 'sdk.child', items: () => [1], itemInput: ({ item }) => item, output: z.object({ ok: z.boolean() }) })

@@ -107,6 +107,16 @@ describe('builder type inference', () => {
       });
   });
 
+  test("a waitFor step's output is its payload schema's type", () => {
+    base.waitFor('settled', { message: 'funds.settled', schema: z.object({ amount: z.number() }) }).proxy('capture', {
+      path: '/capture',
+      input: ({ steps }) => {
+        expectTypeOf(steps.settled).toEqualTypeOf<{ amount: number }>();
+        return { amount: steps.settled.amount };
+      },
+    });
+  });
+
   test('steps other than the one after a decision see decision as undefined', () => {
     base.proxy('a', {
       path: '/a',
