@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { commitBatch } from '../store/commit-batch.ts';
+import { commitBatch, type CommitReceipt } from '../store/commit-batch.ts';
 import { commitOne } from '../store/commit-transition.ts';
 
 /** Rows a batch holds at most: a bound on one statement's parameter and on its locks. */
@@ -7,7 +7,9 @@ const MAX_BATCH = 64;
 
 interface Waiting {
   param: string;
-  resolve: (n: number) => void;
+  /** It carries the permits of the instance's next attempt (migration 0037). */
+  takesPermits: boolean;
+  resolve: (r: CommitReceipt) => void;
   reject: (err: unknown) => void;
 }
 
@@ -29,10 +31,10 @@ export class CommitBatcher {
 
   constructor(private readonly pool: pg.Pool) {}
 
-  /** Commits one transition (commit_journaled()'s parameter, JSON); answers its row count. */
-  commit = (param: string): Promise<number> =>
+  /** Commits one transition (commit_journaled()'s parameter, JSON); answers its receipt. */
+  commit = (param: string, takesPermits = false): Promise<CommitReceipt> =>
     new Promise((resolve, reject) => {
-      this.#waiting.push({ param, resolve, reject });
+      this.#waiting.push({ param, takesPermits, resolve, reject });
       if (!this.#sending) void this.#send();
     });
 
@@ -70,6 +72,8 @@ export class CommitBatcher {
   }
 }
 
+/** One commit in a statement of its own: commit_batch() of one where it takes permits (only it can). */
 async function alone(client: pg.PoolClient, w: Waiting): Promise<void> {
-  await commitOne(client, w.param).then(w.resolve, w.reject);
+  const sent = w.takesPermits ? commitBatch(client, [w.param]).then(([r]) => r!) : commitOne(client, w.param).then((n) => ({ n, permits: null }));
+  await sent.then(w.resolve, w.reject);
 }

@@ -28,7 +28,7 @@ import { instanceContext, traceAttempt, traceQueueWait, traceWakes } from './tra
 import { refusedForData } from '../store/errors.ts';
 import { DEFAULT_MAX_INPUT_BYTES, DEFAULT_RETRY_AFTER_MAX_MS, type ResultLimits, storableResult, unstorableCommit } from './storable.ts';
 import type { Permits } from './permits.ts';
-import type { PermitNeed } from '../store/permits.ts';
+import type { Acquired, PermitNeed } from '../store/permits.ts';
 
 /** Whether the worker goes straight on with the instance after committing `t`, keeping its lease. */
 function keepsGoing(t: Transition, goOn: boolean): boolean {
@@ -386,6 +386,8 @@ export class WorkerPool {
 
   async #driveLeased(start: Stored, token: string, lease: LeaseKeeper, root: Context): Promise<void> {
     let stored = start;
+    /** The permits this attempt needs, and what the commit that kept the lease answered for them (migration 0037). */
+    let ahead: { needs: PermitNeed[]; taken: Acquired | null } | null = null;
     for (;;) {
       const { instance } = stored;
       const logic = await this.logics.get(instance.env, instance.logicHash);
@@ -394,15 +396,17 @@ export class WorkerPool {
       const goOn = !this.#stopping;
       const work = claimedWork(instance);
       // the permits this work needs (none for most: no statement); without them the instance
-      // waits, its lease let go by acquire_permits(), costing no attempt (migration 0027)
+      // waits, its lease let go by acquire_permits(), costing no attempt (migration 0027). The
+      // commit that kept the lease took them already, unless it was a transaction of its own.
       /** Whether this work took permits others wait on: its commit is followed by a release. */
       let held = false;
-      let needs: PermitNeed[] = [];
+      let needs: PermitNeed[] = ahead?.needs ?? [];
       if (this.permits !== null && work.do !== 'wakes') {
-        needs = await this.permits.needs(logic, instance, work.do);
+        if (ahead === null) needs = await this.permits.needs(logic, instance, work.do);
         if (needs.length > 0) {
           if (lease.lost) return;
-          const { wait, waiters } = await lease.committing(() => this.permits!.acquire({ id: instance.id, token, rowVersion: stored.rowVersion, needs }));
+          const { wait, waiters } =
+            ahead?.taken ?? (await lease.committing(() => this.permits!.acquire({ id: instance.id, token, rowVersion: stored.rowVersion, needs })));
           this.observer.onPermits?.(logic, instance, needs, wait);
           if (wait !== null) {
             if (wait.wakeInMs !== null) setTimeout(() => this.wake(), wait.wakeInMs).unref();
@@ -434,7 +438,7 @@ export class WorkerPool {
       if (keep) startAhead(logic, t.instance, this.executors, this.timeoutCaps);
       let committed: boolean;
       try {
-        committed = await lease.committing(() => this.#commit(stored, t, event, token, keep ? { token, ttlMs: this.leaseMs } : null));
+        ({ committed, ahead } = await lease.committing(() => this.#commit(logic, stored, t, event, token, keep)));
       } catch (err) {
         // Postgres refused the data of an attempt's result (checked before, yet refused): sending
         // it again cannot succeed, so the attempt fails permanently instead (storable.ts)
@@ -442,7 +446,7 @@ export class WorkerPool {
         event = { type: 'outcome', outcome: unstorableCommit(err, event.type === 'outcome' ? event.outcome : null) };
         t = (await apply(logic, instance, event, goOn))!;
         keep = keepsGoing(t, goOn);
-        committed = await lease.committing(() => this.#commit(stored, t, event, token, keep ? { token, ttlMs: this.leaseMs } : null));
+        ({ committed, ahead } = await lease.committing(() => this.#commit(logic, stored, t, event, token, keep)));
       }
       this.observer.onTransition?.(stored.instance, t, committed);
       // what it held is dead with this commit (row_version moved on): wake who waits on it now
@@ -510,15 +514,34 @@ export class WorkerPool {
    * (its receipt: lease token and row version) or someone else's (fenced). The lease keeper goes
    * on beating meanwhile, so a slow recovery does not cost the lease.
    */
-  async #commit(from: Stored, t: Transition, event: TraceEvent, token: string, keepLease: { token: string; ttlMs: number } | null): Promise<boolean> {
+  async #commit(
+    logic: LogicVersion,
+    from: Stored,
+    t: Transition,
+    event: TraceEvent,
+    token: string,
+    keep: boolean,
+  ): Promise<{ committed: boolean; ahead: { needs: PermitNeed[]; taken: Acquired | null } | null }> {
     const id = from.instance.id;
+    const keepLease = keep ? { token, ttlMs: this.leaseMs } : null;
+    // the permits of the attempt it goes on with ride in this commit (migration 0037)
+    const next = keep ? claimedWork(t.instance).do : 'wakes';
+    const needs = this.permits !== null && next !== 'wakes' ? await this.permits.needs(logic, t.instance, next) : null;
     for (let attempt = 1; ; attempt++) {
       try {
         // one statement, shared with the other instances committing now: commit_transition()
         // scopes each row to its instance's env (a fan-out still takes a transaction of its own)
-        const send = this.#batcher.commit;
-        if (await commitTransition(this.db, from, t, { keepLease, cancelChildren: this.#cancelTree, by: token, event, send })) return true;
-        return attempt > 1 && (await asScheduler(this.db, (c) => commitLanded(c, { id, token, rowVersion: from.rowVersion })));
+        let taken: Acquired | null = null;
+        const send = async (param: string, takesPermits: boolean) => {
+          const receipt = await this.#batcher.commit(param, takesPermits);
+          taken = receipt.permits;
+          return receipt;
+        };
+        const opts = { keepLease, cancelChildren: this.#cancelTree, by: token, event, send, ...(needs === null ? {} : { permits: needs }) };
+        if (await commitTransition(this.db, from, t, opts)) return { committed: true, ahead: needs === null ? null : { needs, taken } };
+        const landed = attempt > 1 && (await asScheduler(this.db, (c) => commitLanded(c, { id, token, rowVersion: from.rowVersion })));
+        // landed but unanswered: its permits (if it took them) are taken again, as the same holder's
+        return { committed: landed, ahead: null };
       } catch (err) {
         if ((err as { code?: string }).code === 'FLOW_TRANSITION_REFUSED' || refusedForData(err) || attempt >= 20) throw err;
         await sleep(Math.min(2000, 50 * 2 ** attempt));

@@ -1,13 +1,28 @@
+import { type Acquired, acquiredFrom, type AcquireRow } from './permits.ts';
 import type { Queryable } from './tx.ts';
 
 /**
- * Commits many instances' transitions in one statement and one transaction (migration 0012):
- * `params` are commit_journaled()'s parameters, JSON each, applied in order. Answers each row's
- * count: 1 committed, 0 fenced (its row_version or state moved; nothing of it was written). A row
- * that raises fails the whole statement and nothing of the batch is written.
+ * What a commit answered: its row count (1 committed, 0 fenced), and, when it carried the
+ * permits of the instance's next attempt (migration 0037), whether they were taken or the
+ * instance now waits for them (its lease let go).
  */
-export async function commitBatch(q: Queryable, params: readonly string[]): Promise<number[]> {
+export interface CommitReceipt {
+  n: number;
+  permits: Acquired | null;
+}
+
+/**
+ * Commits many instances' transitions in one statement and one transaction (migrations 0012,
+ * 0037): `params` are commit_journaled()'s parameters, JSON each, applied in order, each one with
+ * a `permits` key followed by acquire_permits() for its next attempt. Answers each row's receipt.
+ * A row that raises fails the whole statement and nothing of the batch is written.
+ */
+export async function commitBatch(q: Queryable, params: readonly string[]): Promise<CommitReceipt[]> {
   // named: each connection parses and plans it once; the rows are joined as text, not re-encoded
-  const res = await q.query<{ ns: number[] }>({ name: 'flow_commit_batch', text: 'SELECT commit_batch($1::jsonb) AS ns', values: [`[${params.join(',')}]`] });
-  return res.rows[0]!.ns;
+  const res = await q.query<AcquireRow & { n: number }>({
+    name: 'flow_commit_batch',
+    text: 'SELECT n, scope, resource, wait_ms, waiters FROM commit_batch($1::jsonb)',
+    values: [`[${params.join(',')}]`],
+  });
+  return res.rows.map((row) => ({ n: row.n, permits: row.waiters === null ? null : acquiredFrom(row) }));
 }

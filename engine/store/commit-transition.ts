@@ -5,8 +5,10 @@ import type { Command, Ctx, Instance } from '../core/instance.ts';
 import type { TraceEvent } from '../core/journal.ts';
 import type { Transition } from '../core/transition.ts';
 import type { Db } from './db.ts';
+import type { CommitReceipt } from './commit-batch.ts';
 import { TransitionRefused } from './errors.ts';
 import { journalParam } from './journal.ts';
+import { needsParam, type PermitNeed } from './permits.ts';
 import { outputsParam, type Stored, storedCtx } from './rows.ts';
 import { type Client, inEnv, type Queryable } from './tx.ts';
 
@@ -32,10 +34,17 @@ export interface CommitOptions {
   by?: string;
   /**
    * Sends a commit that is one statement on the pool (not a fan-out's transaction) and answers
-   * its row count: the worker pool's batcher (runtime/commit-batcher.ts) puts it in a batch.
+   * its receipt: the worker pool's batcher (runtime/commit-batcher.ts) puts it in a batch.
    * (Default: `commitOne` on the pool, on its own)
    */
-  send?: (param: string) => Promise<number>;
+  send?: (param: string, takesPermits: boolean) => Promise<CommitReceipt>;
+  /**
+   * With `keepLease`: the permits the instance's next attempt needs, taken in the same statement
+   * right after the commit (migration 0037); `send`'s receipt says whether they were. A commit
+   * that is a transaction of its own (a fan-out) does not carry them: the worker then takes them
+   * before that attempt, as it takes a claimed instance's.
+   */
+  permits?: readonly PermitNeed[];
 }
 
 /**
@@ -54,6 +63,7 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
   if (!isAllowedTransition(from.instance.state, t.cause, to.state)) {
     throw new TransitionRefused(to.id, from.instance.state, t.cause, to.state);
   }
+  const takesPermits = opts.keepLease !== null && opts.permits !== undefined && opts.permits.length > 0;
   const param = {
     ...effectsParam(t, from.instance.ctx.outputs),
     env: to.env,
@@ -70,6 +80,7 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
     leaseToken: opts.keepLease?.token ?? null,
     leaseMs: opts.keepLease?.ttlMs ?? 0,
     by: opts.by ?? null,
+    ...(takesPermits ? { permits: needsParam(opts.permits!) } : {}),
     notify: (to.state === 'pending' || to.state === 'compensating') && opts.keepLease === null,
     ...(opts.event === undefined ? {} : { journal: journalParam(from.rowVersion + 1, from.instance, opts.event, t) }),
   };
@@ -78,7 +89,7 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
   if ('pool' in on && (fanning || childEnded)) return inEnv(on, to.env, (c) => commitTransition(c, from, t, opts));
 
   const json = JSON.stringify(param);
-  const n = 'pool' in on ? await (opts.send ?? ((p) => commitOne(on.pool, p)))(json) : await commitOne(on, json);
+  const n = 'pool' in on ? (await (opts.send ?? (async (p) => ({ n: await commitOne(on.pool, p), permits: null })))(json, takesPermits)).n : await commitOne(on, json);
   if (n !== 1) return false;
   await writeFanOut(on as Client, t, opts);
   if (childEnded) await signalParent(on as Client, to, to.parentSeq!);

@@ -24,24 +24,43 @@ export interface PermitWait {
   wakeInMs: number | null;
 }
 
+/** What taking permits answered: granted (`wait` null), or the instance waits, and on what. */
+export interface Acquired {
+  wait: PermitWait | null;
+  /** Whether anyone waited on the permits taken: their release must then wake them. */
+  waiters: boolean;
+}
+
+/** A row of acquire_permits(): the resource it waits on (null: all granted), and `waiters`. */
+export interface AcquireRow {
+  scope: string | null;
+  resource: string | null;
+  wait_ms: number | null;
+  waiters: boolean | null;
+}
+
+/** Reads a row of acquire_permits() (none: nothing was needed). */
+export function acquiredFrom(row: AcquireRow | undefined): Acquired {
+  if (row === undefined || row.resource === null) return { wait: null, waiters: row?.waiters ?? false };
+  return { wait: { scope: row.scope!, resource: row.resource, wakeInMs: row.wait_ms === null ? null : Math.max(0, Number(row.wait_ms)) }, waiters: true };
+}
+
+/** The needs as acquire_permits() reads them (and a commit carries them, migration 0037). */
+export function needsParam(needs: readonly PermitNeed[]) {
+  return needs.map((n) => ({ s: n.scope, r: n.resource, k: n.key, c: n.concurrency, rate: n.rate, burst: n.burst, w: n.workflowWide }));
+}
+
 /**
  * Takes every permit the attempt needs, or none: then the instance waits, its lease let go (by
  * this statement), and `wait` says on what. The lease (token, row version) is the claim's.
- * `waiters`: whether anyone waited on the permits taken (their release must then wake them).
  */
-export async function acquirePermits(
-  on: Queryable,
-  args: { id: string; token: string; rowVersion: number; needs: PermitNeed[] },
-): Promise<{ wait: PermitWait | null; waiters: boolean }> {
-  const needs = args.needs.map((n) => ({ s: n.scope, r: n.resource, k: n.key, c: n.concurrency, rate: n.rate, burst: n.burst, w: n.workflowWide }));
-  const res = await on.query<{ scope: string | null; resource: string | null; wait_ms: number | null; waiters: boolean }>({
+export async function acquirePermits(on: Queryable, args: { id: string; token: string; rowVersion: number; needs: PermitNeed[] }): Promise<Acquired> {
+  const res = await on.query<AcquireRow>({
     name: 'flow_acquire_permits',
     text: 'SELECT scope, resource, wait_ms, waiters FROM acquire_permits($1, $2, $3, $4)',
-    values: [args.id, args.token, args.rowVersion, JSON.stringify(needs)],
+    values: [args.id, args.token, args.rowVersion, JSON.stringify(needsParam(args.needs))],
   });
-  const row = res.rows[0];
-  if (row === undefined || row.resource === null) return { wait: null, waiters: row?.waiters ?? false };
-  return { wait: { scope: row.scope!, resource: row.resource, wakeInMs: row.wait_ms === null ? null : Math.max(0, Number(row.wait_ms)) }, waiters: true };
+  return acquiredFrom(res.rows[0]);
 }
 
 /** Wakes the waiters an instance's permits (its workflow-wide ones too once it `ended`) held back. */

@@ -319,18 +319,40 @@ $$;
 -- Name: commit_batch(jsonb); Type: FUNCTION; Schema: flow; Owner: -
 --
 
-CREATE FUNCTION flow.commit_batch(ps jsonb) RETURNS integer[]
+CREATE FUNCTION flow.commit_batch(ps jsonb) RETURNS TABLE(n integer, scope text, resource text, wait_ms double precision, waiters boolean)
     LANGUAGE plpgsql
-    AS $$
+    AS $_$
+#variable_conflict use_column
 DECLARE
-  ns integer[] := '{}';
+  p  jsonb;
+  c  integer;
+  a  record;
+  prev_role text := current_setting('role');
 BEGIN
+  IF ps @? '$[*].permits' THEN
+    PERFORM set_config('role', 'flow_engine', true);
+    PERFORM 1 FROM limit_buckets b
+    WHERE (b.env_id, b.resource, b.key) IN (
+      SELECT need->>'s', need->>'r', need->>'k'
+      FROM jsonb_array_elements(ps) e, jsonb_array_elements(e->'permits') need
+      WHERE e ? 'permits')
+    ORDER BY b.env_id, b.resource, b.key
+    FOR UPDATE;
+    PERFORM set_config('role', prev_role, true);
+  END IF;
   FOR i IN 0 .. jsonb_array_length(ps) - 1 LOOP
-    ns := ns || commit_journaled(ps->i);
+    p := ps->i;
+    c := commit_journaled(p);
+    IF c = 1 AND p ? 'permits' THEN
+      -- the lease kept by the commit: its token, and the row version the commit left
+      SELECT * INTO a FROM acquire_permits((p->>'id')::uuid, (p->>'leaseToken')::uuid, (p->>'rowVersion')::bigint + 1, p->'permits');
+      RETURN QUERY SELECT c, a.scope, a.resource, a.wait_ms, a.waiters;
+    ELSE
+      RETURN QUERY SELECT c, NULL::text, NULL::text, NULL::float8, NULL::boolean;
+    END IF;
   END LOOP;
-  RETURN ns;
 END
-$$;
+$_$;
 
 --
 -- Name: commit_journaled(jsonb); Type: FUNCTION; Schema: flow; Owner: -

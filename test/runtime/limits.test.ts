@@ -149,6 +149,53 @@ describeEachDriver('limits', (getDb, driver) => {
     expect(Number(runs.rows[0]!.n)).toBe(10);
   });
 
+  /** `n` proxy steps in a row, each a call to the limited handler. */
+  const chainLogic = (n: number): LogicVersion =>
+    uniqueLogic({
+      start: 's0',
+      steps: Object.fromEntries(
+        Array.from({ length: n }, (_, i) => [`s${i}`, { kind: 'proxy', handler: 'svc', path: '/call', input: 'input', next: i + 1 < n ? `s${i + 1}` : null }]),
+      ) as never,
+    });
+
+  /** Counts the lone acquire_permits() statements the engine sends (the ones not riding in a commit). */
+  function countAcquires(engine: Engine): () => number {
+    let n = 0;
+    const pool = engine.db.pool as unknown as { query: (...args: unknown[]) => unknown };
+    const query = pool.query.bind(pool);
+    pool.query = (...args: unknown[]) => {
+      if ((args[0] as { name?: string } | null)?.name === 'flow_acquire_permits') n++;
+      return query(...args);
+    };
+    return () => n;
+  }
+
+  it('a chain takes the permits of each next attempt in the commit of the one before: one lone acquire per instance', async () => {
+    const { svc, engine } = await setup({ concurrency: 100, rate: null, burst: null });
+    const acquires = countAcquires(engine);
+    const logic = chainLogic(4);
+    await engine.publish(logic, ENV);
+    await engine.workers.start();
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await engine.start({ env: ENV, logicId: logic.logicId, input: { key: `k${i}` } })).id);
+    await allEnded(engine, ids);
+    expect(svc.calls('/call')).toHaveLength(12);
+    // the first attempt of each, claimed, takes its permits alone; the next three ride in commits
+    expect(acquires()).toBe(3);
+  });
+
+  it('a chain of calls under a cap of 2: never more than 2 in flight, though each next attempt takes its permit in a commit', async () => {
+    const { svc, engine } = await setup({ concurrency: 2, rate: null, burst: null }, { pollMs: 3_600_000 });
+    const logic = chainLogic(3);
+    await engine.publish(logic, ENV);
+    await engine.workers.start();
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) ids.push((await engine.start({ env: ENV, logicId: logic.logicId, input: { key: `k${i}` } })).id);
+    await allEnded(engine, ids);
+    expect(svc.calls('/call')).toHaveLength(18);
+    expect(svc.maxInFlight).toBe(2);
+  });
+
   it('a limit changed at runtime applies to the work already waiting', async () => {
     const { svc, engine } = await setup({ concurrency: 1, rate: null, burst: null }, { pollMs: 3_600_000 });
     const logic = callLogic();
