@@ -177,5 +177,7 @@ function pathVerdict(callers: readonly PathCaller[]): { mayTurnOff: boolean; rea
 function handlerVerdict(paths: readonly { path: string; mayTurnOff: boolean; reason: string }[]): { mayTurnOff: boolean; reason: string } {
   const needed = paths.filter((p) => !p.mayTurnOff);
   if (needed.length === 0) return { mayTurnOff: true, reason: `yes: no version active or live instance needs any of its ${plural(paths.length, 'path')}` };
-  return { mayTurnOff: false, reason: `no: ${needed.map((p) => `${p.path} is still needed (${p.reason.slice(4)})`).join('; ')}` };
+  // each path's own reason says why; the handler's names the paths, so it stays one line
+  const are = needed.length === 1 ? 'is' : 'are';
+  return { mayTurnOff: false, reason: `no: ${needed.length} of its ${plural(paths.length, 'path')} ${are} still needed: ${needed.map((p) => p.path).join(', ')}` };
 }

@@ -81,7 +81,8 @@ describeEachDriver('handler usage report', (getDb) => {
     expect(body.items[0].handler).toBe('risk');
     expect(body.items[0].paths[0].versions).toEqual([]);
     expect(body.items[0].mayTurnOff).toBe(false);
-    expect(body.items[0].reason).toMatch(/a version you may not read is active/);
+    expect(body.items[0].reason).toBe('no: 1 of its 1 path is still needed: /score');
+    expect(body.items[0].paths[0].reason).toMatch(/a version you may not read is active/);
     expect(body.unreadable).toBeGreaterThanOrEqual(1);
     const none = await api.app.inject({ method: 'GET', url: `/v1/envs/${ENV}/handlers`, headers: await bearer({ scope: 'flow:start' }) });
     expect(none.statusCode).toBe(403);
