@@ -93,6 +93,11 @@ describeEachDriver('handler usage report', (getDb) => {
     expect(misspelt.json().detail).toMatch(/calls handler rsik: check the name \(the handlers its versions call: .*risk/);
     const noPath = await api.app.inject({ method: 'GET', url: `/v1/envs/${ENV}/handlers?handler=risk&path=/scores`, headers: await bearer({ scope: 'flow:read' }) });
     expect(noPath.json()).toMatchObject({ status: 404, code: 'FLOW_UNCALLED_HANDLER' });
+    // hostile names are names nothing calls, never a 500
+    for (const odd of ['%00', '%ED%A0%80', encodeURIComponent('\u{1F4A9}'.repeat(50))]) {
+      const res = await api.app.inject({ method: 'GET', url: `/v1/envs/${ENV}/handlers?handler=${odd}`, headers: await bearer({ scope: 'flow:read' }) });
+      expect(res.statusCode, odd).toBeLessThan(500);
+    }
     for (const bad of ['path=score', `path=/${'x'.repeat(2001)}`, 'handler=', 'profile=risk']) {
       const res = await api.app.inject({ method: 'GET', url: `/v1/envs/${ENV}/handlers?${bad}`, headers: await bearer({ scope: 'flow:read' }) });
       expect(res.statusCode, bad).toBe(422);
