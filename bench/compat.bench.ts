@@ -11,7 +11,8 @@
  * `ctx`. Then VACUUM ANALYZE, as autovacuum leaves an insert-mostly table, and the report of a
  * candidate that adds a step (three groups, all safe) is timed over a few runs. Printed: each
  * run's time, the plan of the grouping statement (EXPLAIN ANALYZE: the aggregate runs in
- * Postgres; three rows reach Node), and the process's peak RSS before and after.
+ * Postgres; three rows reach Node), and the process's peak RSS before and after. Then the handler
+ * usage report over the same instances (grouped across every version of the env), timed the same way.
  */
 import { performance } from 'node:perf_hooks';
 import type { LogicVersion } from '../contracts/index.ts';
@@ -101,6 +102,19 @@ try {
   const rssAfter = process.resourceUsage().maxRSS * 1024;
   out(`report over ${fmt(N)} live instances, ${groups} groups: ${times.map((t) => fmt(t / 1000, 2)).join(' s, ')} s (median ${fmt(median(times) / 1000, 2)} s; goal < 10 s: ${median(times) < 10_000 ? 'met' : 'MISSED'})`);
   out(`peak RSS of this process: ${mb(rssBefore)} MB before the reports, ${mb(rssAfter)} MB after ${RUNS} of them`);
+
+  // the handler usage report groups the same instances across every version (engine/store/handler-usage.ts)
+  const usageTimes: number[] = [];
+  let release = '';
+  for (let run = 0; run < RUNS; run++) {
+    const t0 = performance.now();
+    const usage = await engine.handlerUsage(ENV, () => true, { handler: 'payments', path: '/release' });
+    usageTimes.push(performance.now() - t0);
+    release = usage.items[0]!.paths[0]!.reason;
+  }
+  out(`handler usage report over ${fmt(N)} live instances: ${usageTimes.map((t) => fmt(t / 1000, 2)).join(' s, ')} s (median ${fmt(median(usageTimes) / 1000, 2)} s)`);
+  out(`  /release: ${release}`);
+  out(`peak RSS of this process after them: ${mb(process.resourceUsage().maxRSS * 1024)} MB`);
 
   // the grouping statement's plan, as the store runs it (engine/store/compatibility-groups.ts)
   // in the env's transaction, under row-level security, as the report runs it

@@ -2,6 +2,7 @@ import { render } from 'preact';
 import { useState } from 'preact/hooks';
 import type { Session } from './api.ts';
 import { BulkJobPage } from './pages/bulk-job.tsx';
+import { HandlersPage } from './pages/handlers.tsx';
 import { InstancePage } from './pages/instance.tsx';
 import { InstancesPage } from './pages/instances.tsx';
 import { OverviewPage } from './pages/overview.tsx';
@@ -29,6 +30,7 @@ function route(path: string): [(p: PageProps & { params: string[] }) => preact.J
   if (parts[0] === 'versions') return [VersionsPage, []];
   if (parts[0] === 'bulk' && parts[1]) return [BulkJobPage, [parts[1]]];
   if (parts[0] === 'schedules') return [SchedulesPage, []];
+  if (parts[0] === 'handlers') return [HandlersPage, []];
   return [OverviewPage, []];
 }
 
@@ -114,7 +116,7 @@ function App() {
           Sentin8 Flow
         </a>
         <nav>
-          {(['overview', 'instances', 'versions', 'schedules'] as const).map((p) => (
+          {(['overview', 'instances', 'versions', 'handlers', 'schedules'] as const).map((p) => (
             <a key={p} href={`/ui/${p === 'overview' ? '' : p}`} class={here === p ? 'here' : ''}>
               {p[0]!.toUpperCase() + p.slice(1)}
             </a>

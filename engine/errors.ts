@@ -224,6 +224,21 @@ export class LimitScopeInvalid extends FlowError {
   }
 }
 
+/**
+ * The handler usage report was asked about a handler (or path) that no version of the env calls,
+ * active or retired: more likely a misspelt name than a handler free to turn off.
+ */
+export class HandlerNotCalled extends FlowError {
+  constructor(env: string, filter: { handler?: string; path?: string }, known: string[]) {
+    const what = [filter.handler === undefined ? '' : `handler ${filter.handler}`, filter.path === undefined ? '' : `path ${filter.path}`].filter(Boolean).join(', ');
+    super(
+      'FLOW_UNCALLED_HANDLER',
+      `no version of env ${env}, active or retired, calls ${what}: check the name (the handlers its versions call: ${known.join(', ') || 'none'}); a handler or path nothing calls needs nothing from the engine`,
+      { status: 404, details: { ...filter, known } },
+    );
+  }
+}
+
 /** A compatibility check whose candidate is of another definition than the one in its path. */
 export class CompatLogicMismatch extends FlowError {
   constructor(pathLogicId: string, docLogicId: string) {

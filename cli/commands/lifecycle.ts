@@ -2,6 +2,7 @@ import { createFlowClient, type FlowClient, FlowApiError } from '../../client/in
 import { type Args, flag, parseArgs, UsageError } from '../args.ts';
 import { ApiProblem, EXIT, exitFor, jsonFlag, targetOf } from '../http.ts';
 import { table } from '../table.ts';
+import type { HandlerReach } from '../../contracts/api/handlers.ts';
 
 /**
  * Starting work and managing versions from the command line, through the typed client
@@ -116,6 +117,7 @@ const COMMANDS: Record<string, Run> = {
         for (const v of p.versions) {
           const live = Object.entries(v.live).map(([state, n]) => `${n} ${state}`).join(', ') || 'none live';
           lines.push(`    ${v.logicId}@${v.version} ${v.active ? 'active' : 'retired'}, from ${v.calledFrom.join(', ')}; ${live}`);
+          for (const g of v.groups) lines.push(`      ${g.count} ${g.state ?? ''}${g.currentStep === null ? '' : ` at ${g.currentStep}`}: ${REACH[g.reach]}${g.via === null ? '' : ` (${g.via})`}`);
         }
       }
     }
@@ -125,6 +127,15 @@ const COMMANDS: Record<string, Run> = {
 
   retire: (client, args, usage, asJson) => setActive(client, args, usage, asJson, false),
   reactivate: (client, args, usage, asJson) => setActive(client, args, usage, asJson, true),
+};
+
+/** How a group of live instances reaches a handler path, as `s8flow handlers` prints it (contracts/api/handlers.ts). */
+const REACH: Record<HandlerReach, string> = {
+  at: 'calls it at this step',
+  ahead: 'its path reaches a call of it',
+  compensation: 'would call it unwinding',
+  ungrouped: 'past the report\'s group limit, counted as calling it',
+  passed: 'past every call of it',
 };
 
 async function setActive(client: FlowClient, args: Args, usage: string, asJson: boolean, active: boolean): Promise<void> {

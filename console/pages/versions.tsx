@@ -3,6 +3,7 @@ import type { VersionDetail, VersionSummary } from '../../contracts/api/logic-ve
 import type { LogicVersion } from '../../contracts/logic-version.ts';
 import { get, patch } from '../api.ts';
 import type { PageProps } from '../main.tsx';
+import { CompatibilityCheck } from '../parts/compatibility.tsx';
 import { Diagram } from '../parts/diagram.tsx';
 import { ago, Guarded, Problem, useLoad } from '../parts/ui.tsx';
 import { missing } from '../scopes.ts';
@@ -82,6 +83,7 @@ export function VersionPage({ session, claims, params }: PageProps & { params: s
       <div class="diagram-box">
         <Diagram mmd={data.diagram} />
       </div>
+      <CompatibilityCheck session={session} claims={claims} logicId={data.logicId} version={data.version} />
     </main>
   );
 }

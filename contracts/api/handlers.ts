@@ -1,7 +1,34 @@
 import { z } from 'zod';
 import { LogicId } from '../logic-version.ts';
 
-/** One version that calls a handler path, with its instances that have not ended, by state. */
+/**
+ * How a group of live instances may still reach a handler path, the nearest first:
+ * - `at`: they are at a step that calls it (about to run it, running it, or parked in it);
+ * - `ahead`: their path from where they are reaches a step that calls it;
+ * - `compensation`: unwinding would call it, through a compensation they registered or one a step
+ *   ahead of them registers;
+ * - `passed`: none of these: they are past every step that calls it, and only a rewind back (the
+ *   `repair` or `replayFrom` verb) would call it again;
+ * - `ungrouped`: beyond the report's group limit, so not looked at; counted as still calling.
+ */
+export const HandlerReach = z.enum(['at', 'ahead', 'compensation', 'passed', 'ungrouped']);
+export type HandlerReach = z.infer<typeof HandlerReach>;
+
+/** Live instances of one version that stand at the same place, and how they may still reach the path. */
+export const HandlerPathGroup = z
+  .strictObject({
+    state: z.enum(['pending', 'processing', 'waiting', 'compensating']).nullable(),
+    /** The step they are at (compensating: the one that failed); null for `ungrouped`. */
+    currentStep: z.string().nullable(),
+    count: z.int().min(1),
+    reach: HandlerReach,
+    /** The call that reaches it, as in `calledFrom`; null for `passed` and `ungrouped`. */
+    via: z.string().nullable(),
+  })
+  .meta({ id: 'HandlerPathGroup' });
+export type HandlerPathGroup = z.infer<typeof HandlerPathGroup>;
+
+/** One version that calls a handler path, with its instances that have not ended, by state and by where they are. */
 export const HandlerPathVersion = z
   .strictObject({
     logicId: LogicId,
@@ -10,6 +37,8 @@ export const HandlerPathVersion = z
     /** Where it calls: `capture`, `reserve (compensate)`, `risk (import lookup)`. */
     calledFrom: z.array(z.string()),
     live: z.record(z.string(), z.int().min(0)),
+    /** The live instances grouped by state and current step, the ones that may still call it first. */
+    groups: z.array(HandlerPathGroup),
   })
   .meta({ id: 'HandlerPathVersion' });
 

@@ -169,8 +169,8 @@ function missingReads(doc: LogicVersion, shape: InstanceShape, recorded: Set<str
   return out;
 }
 
-/** The steps (and END) reachable from `start`, itself included. */
-function reachable(doc: LogicVersion, start: string): string[] {
+/** The steps reachable from `start`, itself included (also the handler usage report's future path). */
+export function reachable(doc: LogicVersion, start: string): string[] {
   const seen = new Set<string>();
   const queue = [start];
   while (queue.length > 0) {

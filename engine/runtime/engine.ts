@@ -399,11 +399,12 @@ export class Engine {
 
   /**
    * Every handler profile and path the env's versions call (active or retired), with their live
-   * instances by state, and whether each may be turned off now. Versions `readable` refuses are
-   * counted in every verdict but not named.
+   * instances by state and by where they stand, and whether each may be turned off now. Versions
+   * `readable` refuses are counted in every verdict but not named. A `filter` naming a handler or
+   * path no version calls is refused (`FLOW_UNCALLED_HANDLER`).
    */
-  handlerUsage(env: string, readable: (logicId: string) => boolean = () => true): Promise<HandlerUsageList> {
-    return this.#versions.handlerUsage(env, readable);
+  handlerUsage(env: string, readable: (logicId: string) => boolean = () => true, filter: { handler?: string; path?: string } = {}): Promise<HandlerUsageList> {
+    return this.#versions.handlerUsage(env, readable, filter);
   }
 
   /**

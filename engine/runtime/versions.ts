@@ -3,13 +3,13 @@ import { type LogicVersion, mermaidDiagram, parseLogicVersion } from '../../cont
 import { FuncModuleError, inspectModule } from '../../host-functions/index.ts';
 import { grantRefusals, type PublisherGrant } from '../../contracts/grants.ts';
 import { type HandlerProfiles, servesIn } from '../executors/handlers.ts';
-import { ChildLogicMissing, GrantRefused, ModuleHashMismatch, ModuleInvalid, ModuleMissing } from '../errors.ts';
+import { ChildLogicMissing, GrantRefused, HandlerNotCalled, ModuleHashMismatch, ModuleInvalid, ModuleMissing } from '../errors.ts';
 import { type AuditRow, insertVersionAudit, listVersionAudit } from '../store/audit.ts';
 import type { Db } from '../store/db.ts';
 import { NotFound } from '../store/errors.ts';
 import type { HandlerUsageList } from '../../contracts/api/handlers.ts';
 import { handlerUsage } from '../core/handler-usage.ts';
-import { versionsWithLive } from '../store/handler-usage.ts';
+import { liveGroups, versionsWithLive } from '../store/handler-usage.ts';
 import { findVersionRow, listVersions, type VersionRow } from '../store/list-versions.ts';
 import { findLogicVersion, publishLogicVersion } from '../store/logic-versions.ts';
 import { putModules } from '../store/put-modules.ts';
@@ -48,6 +48,9 @@ export interface VersionDetail extends VersionSummary {
  * every engine node sees them without a restart (versions are read by hash on a cache miss,
  * modules by hash on first use).
  */
+/** At most this many groups of live instances are looked at by the handler usage report; the rest count as still calling. */
+export const MAX_USAGE_GROUPS = 2000;
+
 export class Versions {
   constructor(
     private readonly db: Db,
@@ -112,9 +115,21 @@ export class Versions {
   }
 
   /** Every handler path the env's versions call, and whether it may be turned off now (engine/core/handler-usage.ts). */
-  async handlerUsage(env: string, readable: (logicId: string) => boolean): Promise<HandlerUsageList> {
-    const versions = await inEnv(this.db, env, (c) => versionsWithLive(c));
-    return handlerUsage(versions.map((v) => ({ ...v, readable: readable(v.doc.logicId) })));
+  async handlerUsage(env: string, readable: (logicId: string) => boolean, filter: { handler?: string; path?: string } = {}): Promise<HandlerUsageList> {
+    const { versions, groups } = await inEnv(this.db, env, async (c) => ({ versions: await versionsWithLive(c), groups: await liveGroups(c, MAX_USAGE_GROUPS) }));
+    const byVersion = new Map<string, typeof groups>();
+    for (const g of groups) byVersion.set(`${g.logicId}@${g.version}`, [...(byVersion.get(`${g.logicId}@${g.version}`) ?? []), g]);
+    const report = handlerUsage(versions.map((v) => ({ ...v, groups: byVersion.get(`${v.doc.logicId}@${v.doc.version}`) ?? [], readable: readable(v.doc.logicId) })));
+    const { handler, path } = filter;
+    const items = report.items
+      .filter((h) => handler === undefined || h.handler === handler)
+      .map((h) => (path === undefined ? h : { ...h, paths: h.paths.filter((p) => p.path === path) }))
+      .filter((h) => h.paths.length > 0);
+    // a misspelt name must not read as "nothing calls it, turn it off"
+    if (items.length === 0 && (handler !== undefined || path !== undefined)) {
+      throw new HandlerNotCalled(env, filter, report.items.map((h) => h.handler));
+    }
+    return { items, unreadable: report.unreadable };
   }
 
   async get(env: string, logicId: string, version: number): Promise<VersionDetail> {

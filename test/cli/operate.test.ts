@@ -50,6 +50,11 @@ const acct = logic({
   attributes: { accountId: { value: 'input.accountId' }, amount: { value: 'input.amount' } },
   steps: { note: { kind: 'pass' } },
 } as never);
+const shipping = logic({
+  logicId: 'cli.ship',
+  start: 'confirm',
+  steps: { confirm: { kind: 'decision', options: ['ok'], next: 'ship' }, ship: { kind: 'proxy', handler: 'TEST', path: '/ship' } },
+} as never);
 const BIN = new URL('../../bin/s8flow.mjs', import.meta.url).pathname;
 
 describe('s8flow operator commands over the API', () => {
@@ -301,5 +306,18 @@ describe('s8flow operator commands over the API', () => {
     expect(repaired.code).toBe(0);
     expect((await engine.settled(id)).state).toBe('completed');
     expect(svc.received.slice(from).map((c) => c.headers['idempotency-key'])).toEqual([`${id}:hold:0:compensate`, `${id}:hold:1`, `${id}:charge:1`]);
+  });
+
+  it('handlers prints where the live instances of each caller stand and whether the path may be turned off; a path nothing calls exits 3', async () => {
+    await engine.publishVersion(engine.env, shipping);
+    await engine.start({ logicId: 'cli.ship', input: {} });
+    await engine.setVersionActive(engine.env, 'cli.ship', 1, false);
+    const res = await run('handlers', '--handler', 'TEST', '--path', '/ship', ...target(reader));
+    expect(res.code).toBe(0);
+    expect(res.out).toContain('  POST /ship: no: 1 live instance of cli.ship@1 may still call it: 1 waiting at `confirm`, whose path reaches `ship`');
+    expect(res.out).toContain('    cli.ship@1 retired, from ship; 1 waiting\n      1 waiting at confirm: its path reaches a call of it (ship)\n');
+    const missing = await run('handlers', '--handler', 'TEST', '--path', '/shipp', ...target(reader));
+    expect(missing.code).toBe(3);
+    expect(missing.err).toContain('FLOW_UNCALLED_HANDLER');
   });
 });

@@ -25,12 +25,10 @@ export const handlerRoutes: FastifyPluginAsyncZod<{ engine: Engine }> = async (a
       const who = principalOf(req);
       const { handler, path } = req.query;
       // a read scope narrowed to a glob names only the definitions it matches; the others still count
-      const report = await engine.handlerUsage(req.params.env, (logicId) => grants(who.scopes, 'flow:read', logicId));
-      const items = report.items
-        .filter((h) => handler === undefined || h.handler === handler)
-        .map((h) => (path === undefined ? h : { ...h, paths: h.paths.filter((p) => p.path === path) }))
-        .filter((h) => h.paths.length > 0);
-      return { items, unreadable: report.unreadable };
+      return engine.handlerUsage(req.params.env, (logicId) => grants(who.scopes, 'flow:read', logicId), {
+        ...(handler === undefined ? {} : { handler }),
+        ...(path === undefined ? {} : { path }),
+      });
     },
   );
 };
