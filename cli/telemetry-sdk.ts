@@ -14,6 +14,11 @@ export function startSdk(env: NodeJS.ProcessEnv): Telemetry {
     traceExporter: new OTLPTraceExporter(),
     metricReaders: [],
     logRecordProcessors: [],
+    // No context manager (null: the SDK registers none). The engine passes every span's parent
+    // explicitly and never makes a context active. The default (AsyncLocalStorage) would be
+    // switched on by the exporter's first `context.with`, and from then on every promise of the
+    // process pays an async hook on Node 20: about 2.3× a bare `await` measured here.
+    contextManager: null as unknown as undefined,
     ...(env['OTEL_SERVICE_NAME'] ? {} : { serviceName: 'sentin8-flow' }),
   });
   sdk.start();

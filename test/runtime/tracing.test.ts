@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Telemetry, startTelemetry, tracingWanted } from '../../cli/telemetry.ts';
-import { trace } from '@opentelemetry/api';
+import { context, ROOT_CONTEXT, trace } from '@opentelemetry/api';
 import type { Api } from '../../engine/api/server.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import { tracer } from '../../engine/tracing.ts';
@@ -307,6 +307,16 @@ describe.skipIf(!process.env['DATABASE_URL'])('a payment traced end to end (post
     const http = spans.filter((s) => s.kind === 3);
     expect(http.map((h) => h.parentSpanId)).toEqual([calls[0]!.spanId]);
     expect(svc.calls('/lookup').at(-1)!.headers['traceparent']).toBe(`00-${start.traceId}-${http[0]!.spanId}-01`);
+  });
+
+  it('tracing on registers no context manager: no async hook taxes every promise of the process', async () => {
+    // The engine hands each span its parent; nothing may depend on an active context. The
+    // SDK's default manager (AsyncLocalStorage) would make this `with` take effect, and once the
+    // exporter ran a `with`, every promise would pay a hook (cli/telemetry-sdk.ts).
+    const span = tracer().startSpan('probe');
+    expect(span.isRecording()).toBe(true);
+    expect(context.with(trace.setSpan(ROOT_CONTEXT, span), () => context.active())).toBe(ROOT_CONTEXT);
+    span.end();
   });
 
   it("once the SDK is shut down, the engine's spans are no-ops again", async () => {
