@@ -26,8 +26,8 @@ import { FakeService, type Received, type Reply } from '../support/fake-service.
  * - no effect twice: each operation of the instance is applied under one key at most (the
  *   definitions have no loops, so a second key would be the same effect again, as a migration
  *   that minted new keys for the call under way would do);
- * - no compensation lost: an instance that ends compensated has undone every applied effect whose
- *   step, in the version it ran under, registers a compensation;
+ * - no compensation lost: an instance that ends failed or compensated has undone every applied
+ *   effect whose step, in the version it ran under, registers a compensation;
  * - and its trace replays to the end across the migration.
  */
 const RUNS = Number(process.env['FLOW_PROP_RUNS'] ?? 60);
@@ -233,9 +233,9 @@ describeEachDriver('the migrate property', (getDb) => {
         const keysOf = new Map<string, Set<string>>();
         for (const [key, e] of byKey) if (e.applied) keysOf.set(e.path, new Set([...(keysOf.get(e.path) ?? []), key]));
         for (const [path, keys] of keysOf) expect([...keys], `${path} applied under more than one key`).toHaveLength(1);
-        // no compensation lost
+        // no compensation lost: an instance that failed has undone every effect it registered an undo for
         const record = await engine.get(id, ENV);
-        if (record.state === 'compensated') {
+        if (record.state === 'compensated' || record.state === 'failed') {
           const applied = (path: string) => [...byKey.values()].some((e) => e.path === path && e.applied);
           calls.forEach((c, i) => {
             if (c.status === 422 || c.path.includes('undo')) return;
