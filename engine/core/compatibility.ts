@@ -38,6 +38,7 @@ export interface InstanceShape {
 export const CompatCode = {
   stepMissing: 'FLOW_COMPAT_STEP_MISSING',
   kindChanged: 'FLOW_COMPAT_STEP_KIND_CHANGED',
+  callChanged: 'FLOW_COMPAT_CALL_CHANGED',
   outputMissing: 'FLOW_COMPAT_OUTPUT_MISSING',
   outputShape: 'FLOW_COMPAT_OUTPUT_SHAPE_CHANGED',
   compensationMissing: 'FLOW_COMPAT_COMPENSATION_MISSING',
@@ -81,6 +82,14 @@ export function compatibility(from: LogicVersion, to: LogicVersion, shape: Insta
         code: CompatCode.kindChanged,
         step: at,
         message: `step ${at}, where these instances are, is a ${from.steps[at]?.kind ?? 'missing'} step in ${from.version} and a ${now.kind} step in ${to.version}`,
+      });
+    } else if (shape.running === 'step' && callOf(from, from.steps[at]!) !== callOf(to, now)) {
+      // the attempt under way keeps its key (it may have reached the service already): its next
+      // try must reach the same endpoint, or the key means another call there
+      reasons.push({
+        code: CompatCode.callChanged,
+        step: at,
+        message: `step ${at} has a call under way; ${candidate} sends it to ${callOf(to, now)} instead of ${callOf(from, from.steps[at]!)}, under the key it already carries`,
       });
     }
   }
@@ -136,6 +145,14 @@ export function compatibility(from: LogicVersion, to: LogicVersion, shape: Insta
     }
   }
   return verdictOf(reasons);
+}
+
+/** Where a step's calls go (proxy handler and path, http method and URL, func module), or '' for a step that calls nothing. */
+function callOf(doc: LogicVersion, step: StepDef): string {
+  if (step.kind === 'proxy') return `proxy ${step.handler ?? doc.domain} ${step.method ?? 'POST'} ${step.path}`;
+  if (step.kind === 'http') return `http ${step.method} ${step.url} ${canonicalJson(step.headers ?? {})}`;
+  if (step.kind === 'func') return `func ${step.module} ${step.export ?? ''}`;
+  return '';
 }
 
 function verdictOf(reasons: CompatReason[]): CompatVerdict {

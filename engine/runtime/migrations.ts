@@ -53,7 +53,9 @@ export class Migrations {
       for (const id of ids) {
         const stored = await loadWorkflow(c, id);
         if (stored === null) continue;
-        items.push(await migrationPlan(from, to, stored.instance, args.renames));
+        const plan = await migrationPlan(from, to, stored.instance, args.renames);
+        const next = plan.next === null ? null : { generation: plan.next.generation, steps: plan.next.steps, compensations: plan.next.compensations, stopsAt: plan.next.stopsAt, assumes: plan.next.assumes };
+        items.push({ ...plan, next });
       }
       const moves = items.filter((i) => i.refusal === null).length;
       return {

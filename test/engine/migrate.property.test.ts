@@ -13,7 +13,7 @@ import { OPERATOR, testEngine } from '../support/engine.ts';
 import { FakeService, type Received, type Reply } from '../support/fake-service.ts';
 
 /**
- * The migrate property (issue 31): a random instance of a random version N, moved at a random
+ * The migrate property: a random instance of a random version N, moved at a random
  * point — parked on a delay or a decision, or between steps with a call under way in its retry
  * backoff — to a random N+1 that the compatibility report calls safe for it, then run to the end,
  * makes no call twice under one key and loses no compensation.

@@ -18,7 +18,7 @@ const DECIDER = { subject: 'approver@example.com', scopes: ['flow:decide'] };
 let counter = 0;
 
 /**
- * The payments story of issue 31, one logicId per test: v1 reserves (with a compensation), waits
+ * The payments story of docs/versions.md, one logicId per test: v1 reserves (with a compensation), waits
  * for approval, charges; v2 adds a fraud check between approval and charge.
  */
 function versions(logicId: string) {
@@ -166,6 +166,25 @@ describeEachDriver('migrate', (getDb) => {
     expect(await engine.ops.audit(b, { env: ENV })).toEqual([]);
     expect((await engine.get(c, ENV)).version).toBe(1);
     await asScheduler(engine.db, (q) => q.query(`UPDATE workflows SET state = 'waiting', lease_token = NULL, lease_expires_at = NULL WHERE id = $1`, [b]));
+  });
+
+  it('refuses to move an instance whose call is under way to a version that sends that step elsewhere: the next attempt would carry its key to another endpoint', async () => {
+    const logicId = `t.migrate${++counter}`;
+    let first = true;
+    svc.on('/flaky', () => {
+      if (!first) return { status: 200, body: {} };
+      first = false;
+      return { status: 503, body: {} };
+    });
+    const flaky = (path: string) =>
+      makeLogic({ logicId, version: path === '/flaky' ? 1 : 2, start: 'call', steps: { call: { kind: 'proxy', handler: 'test', path, retry: { maxAttempts: 3, initialMs: 3_600_000 } } } });
+    await engine.publish(flaky('/flaky'), ENV);
+    await engine.publish(flaky('/flaky-v2'), ENV);
+    const { id } = await engine.start({ logicId, version: 1, input: {}, env: ENV });
+    await engine.workers.drain();
+    expect(await engine.get(id, ENV)).toMatchObject({ state: 'pending', currentStep: 'call' });
+    const plan = await engine.ops.migrations.preview({ logicId, fromVersion: 1, toVersion: 2, ids: [id], reason: 'x' }, OPS, { env: ENV });
+    expect(plan.items[0]?.refusal).toMatchObject({ code: 'FLOW_MIGRATE_UNSAFE', reasons: [{ code: 'FLOW_COMPAT_CALL_CHANGED', step: 'call' }] });
   });
 
   it('refuses a target that is not a later version, a rename map that does not fit, and a caller without flow:migrate on the definition', async () => {
