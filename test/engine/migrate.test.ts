@@ -131,7 +131,13 @@ describeEachDriver('migrate', (getDb) => {
     await engine.resume(id, { step: 'review', option: 'approve', approver: DECIDER }, { env: ENV });
     await settle(engine);
     expect((await engine.get(id, ENV)).state).toBe('completed');
-    expect((await replay(vs.v4, await exportTrace(engine, ENV, id), { versions: [vs.v1] })).state).toBe('completed');
+    const trace = await exportTrace(engine, ENV, id);
+    expect((await replay(vs.v4, trace, { versions: [vs.v1] })).state).toBe('completed');
+    // a tampered move (its rename map dropped) is caught where it is applied
+    const at = trace.entries.findIndex((e) => e.event.type === 'migrate');
+    const tampered = structuredClone(trace);
+    tampered.entries[at]!.event = { ...(tampered.entries[at]!.event as object), renames: {} } as never;
+    await expect(replay(vs.v4, tampered, { versions: [vs.v1] })).rejects.toMatchObject({ code: 'FLOW_REPLAY_DIVERGED', details: { index: at, event: 'migrate' } });
   });
 
   it('refuses, each with its code: a changed compensation, a renamed compensated step, an instance processing (retryable), one that ended, one moved already', async () => {
@@ -176,15 +182,19 @@ describeEachDriver('migrate', (getDb) => {
       first = false;
       return { status: 503, body: {} };
     });
-    const flaky = (path: string) =>
-      makeLogic({ logicId, version: path === '/flaky' ? 1 : 2, start: 'call', steps: { call: { kind: 'proxy', handler: 'test', path, retry: { maxAttempts: 3, initialMs: 3_600_000 } } } });
-    await engine.publish(flaky('/flaky'), ENV);
-    await engine.publish(flaky('/flaky-v2'), ENV);
+    const flaky = (version: number, path: string, name = 'call') =>
+      makeLogic({ logicId, version, start: name, steps: { [name]: { kind: 'proxy', handler: 'test', path, retry: { maxAttempts: 3, initialMs: 3_600_000 } } } });
+    await engine.publish(flaky(1, '/flaky'), ENV);
+    await engine.publish(flaky(2, '/flaky-v2'), ENV);
+    await engine.publish(flaky(3, '/flaky', 'charge'), ENV);
     const { id } = await engine.start({ logicId, version: 1, input: {}, env: ENV });
     await engine.workers.drain();
     expect(await engine.get(id, ENV)).toMatchObject({ state: 'pending', currentStep: 'call' });
     const plan = await engine.ops.migrations.preview({ logicId, fromVersion: 1, toVersion: 2, ids: [id], reason: 'x' }, OPS, { env: ENV });
     expect(plan.items[0]?.refusal).toMatchObject({ code: 'FLOW_MIGRATE_UNSAFE', reasons: [{ code: 'FLOW_COMPAT_CALL_CHANGED', step: 'call' }] });
+    // the same call under another step name: a retry of it would be keyed by the new name
+    const renamed = await engine.ops.migrations.preview({ logicId, fromVersion: 1, toVersion: 3, ids: [id], renames: { call: 'charge' }, reason: 'x' }, OPS, { env: ENV });
+    expect(renamed.items[0]?.refusal).toMatchObject({ code: 'FLOW_MIGRATE_RENAME_IN_FLIGHT' });
   });
 
   it('refuses a target that is not a later version, a rename map that does not fit, and a caller without flow:migrate on the definition', async () => {
