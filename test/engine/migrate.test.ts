@@ -174,7 +174,7 @@ describeEachDriver('migrate', (getDb) => {
     await asScheduler(engine.db, (q) => q.query(`UPDATE workflows SET state = 'waiting', lease_token = NULL, lease_expires_at = NULL WHERE id = $1`, [b]));
   });
 
-  it('refuses to move an instance whose call is under way to a version that sends that step elsewhere: the next attempt would carry its key to another endpoint', async () => {
+  it('an instance whose call is under way moves only where the call still goes, under its name, keeping its key and its backoff', async () => {
     const logicId = `t.migrate${++counter}`;
     let first = true;
     svc.on('/flaky', () => {
@@ -187,6 +187,7 @@ describeEachDriver('migrate', (getDb) => {
     await engine.publish(flaky(1, '/flaky'), ENV);
     await engine.publish(flaky(2, '/flaky-v2'), ENV);
     await engine.publish(flaky(3, '/flaky', 'charge'), ENV);
+    await engine.publish(flaky(4, '/flaky'), ENV);
     const { id } = await engine.start({ logicId, version: 1, input: {}, env: ENV });
     await engine.workers.drain();
     expect(await engine.get(id, ENV)).toMatchObject({ state: 'pending', currentStep: 'call' });
@@ -195,6 +196,17 @@ describeEachDriver('migrate', (getDb) => {
     // the same call under another step name: a retry of it would be keyed by the new name
     const renamed = await engine.ops.migrations.preview({ logicId, fromVersion: 1, toVersion: 3, ids: [id], renames: { call: 'charge' }, reason: 'x' }, OPS, { env: ENV });
     expect(renamed.items[0]?.refusal).toMatchObject({ code: 'FLOW_MIGRATE_RENAME_IN_FLIGHT' });
+    // where the call still goes, it moves in its backoff: the retry keeps its key and its due time
+    const due = async () =>
+      (await asScheduler(engine.db, (q) => q.query<{ due: string }>(`SELECT run_at::text AS due, run_at > now() AS later FROM workflows WHERE id = $1`, [id]))).rows[0];
+    const before = await due();
+    expect(await job({ logicId, fromVersion: 1, toVersion: 4, ids: [id], reason: 'same call' })).toMatchObject({ done: 1, failed: 0 });
+    expect(await due()).toEqual(before);
+    expect(before).toMatchObject({ later: true });
+    await asScheduler(engine.db, (q) => q.query(`UPDATE workflows SET run_at = now() WHERE id = $1`, [id]));
+    await engine.workers.drain();
+    expect(await engine.get(id, ENV)).toMatchObject({ state: 'completed', version: 4 });
+    expect(svc.calls('/flaky').map((r) => r.headers['idempotency-key'])).toEqual([`${id}:call:0`, `${id}:call:0`]);
   });
 
   it('refuses a target that is not a later version, a rename map that does not fit, and a caller without flow:migrate on the definition', async () => {
