@@ -219,6 +219,12 @@ describeEachDriver('migrate', (getDb) => {
     // renamed away, but v4 has a step of that name: its calls would carry the old step's keys
     await expect(preview({ renames: { fraud: 'charge' } })).rejects.toMatchObject({ code: 'FLOW_MIGRATE_BAD_RENAME' });
     await expect(preview({ ids: [randomUUID()], filter: { state: 'waiting' } })).rejects.toMatchObject({ code: 'FLOW_MIGRATE_BAD_SELECTION' });
+    // an id not in this env (missing, or another env's: row-level security hides it) is left out of the dry run, and its job item is a 404
+    const stranger = randomUUID();
+    expect(await preview({ fromVersion: 1, toVersion: 2, ids: [stranger] })).toMatchObject({ selected: 0 });
+    expect((await job({ ...base, fromVersion: 1, toVersion: 2, ids: [stranger] })).items).toEqual([
+      { workflowId: stranger, status: 'failed', state: null, error: { code: 'FLOW_NOT_FOUND', message: expect.any(String) } },
+    ]);
     const narrowed = { subject: 'team@example.com', scopes: ['flow:migrate:other.*'] };
     await expect(preview({}, narrowed)).rejects.toMatchObject({ code: 'FLOW_SCOPE_MISSING', status: 403 });
     const ok = { subject: 'team@example.com', scopes: [`flow:migrate:${vs.v1.logicId}`] };
