@@ -1,5 +1,6 @@
 import { FlowError } from '../contracts/errors.ts';
 import { LIFECYCLE_USAGE } from './commands/lifecycle.ts';
+import { MIGRATE_USAGE } from './commands/migrate.ts';
 import { OPERATE_USAGE } from './commands/operate.ts';
 import { HISTORY_USAGE } from './commands/history.ts';
 import { RUN_USAGE } from './commands/run-usage.ts';
@@ -37,6 +38,7 @@ const COMMANDS: Record<string, { usage: string; load: () => Promise<Command> }> 
     load: async () => (await import('./commands/publish.ts')).publishCommand,
   },
   schedules: { usage: SCHEDULES_USAGE, load: async () => (await import('./commands/schedules.ts')).schedulesCommand },
+  migrate: { usage: MIGRATE_USAGE, load: async () => (await import('./commands/migrate.ts')).migrateCommand },
 };
 
 // the operator verbs against a running engine's API (see docs/operations.md)

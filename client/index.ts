@@ -14,6 +14,8 @@ import type { DecisionRequest } from '../contracts/api/decisions.ts';
 import type { MessageAnswer } from '../contracts/api/messages.ts';
 import type { IngestEventBody, IngestEventResponse } from '../contracts/api/events.ts';
 import type { CompatibilityReport } from '../contracts/api/compatibility.ts';
+import type { BulkJob } from '../contracts/api/bulk.ts';
+import type { MigrateRequest, MigrationPreview } from '../contracts/api/migrations.ts';
 import type { HandlerUsageList } from '../contracts/api/handlers.ts';
 import type { PublishVersionResponse, VersionList, VersionSummary } from '../contracts/api/logic-versions.ts';
 import type { Problem } from '../contracts/api/problem.ts';
@@ -82,6 +84,16 @@ export interface FlowClient {
    * last ended instances of it replayed on the candidate too.
    */
   checkCompatibility(logicVersion: { logicId: string }, opts?: { against?: number; replay?: number }): Promise<CompatibilityReport>;
+  /**
+   * The dry run of a migration (docs/versions.md, "Migrating instances"): per selected instance of
+   * `fromVersion`, where it would land on `toVersion`, what would run next under which keys, or
+   * why it stays. Nothing changes.
+   */
+  previewMigration(req: Omit<MigrateRequest, 'dryRun'>): Promise<MigrationPreview>;
+  /** Starts the migration's server-side bulk job; follow it with `bulkJob(id)`. */
+  startMigration(req: Omit<MigrateRequest, 'dryRun'>): Promise<BulkJob>;
+  /** A bulk job (a migration's, a bulk verb's): its progress and each instance's result. */
+  bulkJob(jobId: string): Promise<BulkJob>;
 }
 
 /**
@@ -165,6 +177,15 @@ export function createFlowClient(opts: FlowClientOptions): FlowClient {
     async handlerUsage(filter = {}) {
       const q = new URLSearchParams(Object.entries(filter).filter((e): e is [string, string] => e[1] !== undefined));
       return (await call<HandlerUsageList>('GET', `/v1/envs/${env}/handlers${q.size > 0 ? `?${q}` : ''}`, undefined)).body;
+    },
+    async previewMigration(req) {
+      return (await call<MigrationPreview>('POST', `/v1/envs/${env}/migrations`, { ...req, dryRun: true })).body;
+    },
+    async startMigration(req) {
+      return (await call<BulkJob>('POST', `/v1/envs/${env}/migrations`, req)).body;
+    },
+    async bulkJob(jobId) {
+      return (await call<BulkJob>('GET', `/v1/envs/${env}/bulk/${encodeURIComponent(jobId)}`, undefined)).body;
     },
     async checkCompatibility(logicVersion, opts = {}) {
       const body = { logicVersion, ...opts };

@@ -7,6 +7,8 @@
  * as in `flow:repair:payments.*`. `flow:admin` (or `flow:admin:<glob>`) holds every flow scope.
  * `flow:events:<glob>` is the one scope whose glob matches event types, not logicIds: posting
  * such events, and publishing a version with a trigger on them.
+ * `flow:migrate` moves instances to a later version of their definition; its glob must match the
+ * definition of both versions (they share their logicId).
  * `flow:signal` delivers messages to running instances (`POST …/workflows/{id}/messages/{name}`).
  * `flow:erase` tombstones an ended instance's data (erasure); it is never implied by a verb scope.
  * `flow:metrics` reads GET /metrics, which spans every env and definition: it is never narrowed.
@@ -23,6 +25,7 @@ export const FLOW_SCOPES = [
   'flow:cancel',
   'flow:force-complete',
   'flow:replay',
+  'flow:migrate',
   'flow:erase',
   'flow:events',
   'flow:metrics',

@@ -47,6 +47,7 @@ export const TransitionCause = {
   verbResume: 'verb.resume',
   verbForceComplete: 'verb.force_complete',
   verbReplayFrom: 'verb.replay_from',
+  verbMigrate: 'verb.migrate',
 } as const;
 export type TransitionCause = (typeof TransitionCause)[keyof typeof TransitionCause];
 export const TRANSITION_CAUSES = Object.values(TransitionCause) as readonly TransitionCause[];
@@ -139,6 +140,8 @@ export const TRANSITIONS: readonly Transition[] = [
   ),
   t('compensating', 'verb.cancel', 'cancelled', 'operator (or a cancelled parent) stops the unwinding'),
   t('compensating', 'verb.cancel', 'compensating', 'cancelled with compensate: the unwinding goes on, ends cancelled'),
+  t('pending', 'verb.migrate', 'pending', 'operator moves an instance between steps to a later version'),
+  t('waiting', 'verb.migrate', 'waiting', 'operator moves a parked instance to a later version'),
 ];
 
 const allowed = new Set(TRANSITIONS.map((x) => `${x.from}|${x.cause}|${x.to}`));

@@ -260,3 +260,28 @@ export class CompatSameVersion extends FlowError {
     );
   }
 }
+
+/** A migration whose target is not a later version of the same definition. */
+export class MigrateBadTarget extends FlowError {
+  constructor(logicId: string, fromVersion: number, toVersion: number) {
+    super(
+      'FLOW_MIGRATE_BAD_TARGET',
+      `instances of ${logicId}@${fromVersion} move only to a later version of ${logicId}, not to version ${toVersion}: name a published version above ${fromVersion}`,
+      { status: 422 },
+    );
+  }
+}
+
+/** A rename map that does not fit the two versions (core/migrate.ts, renameProblems). */
+export class MigrateBadRename extends FlowError {
+  constructor(problems: string[]) {
+    super('FLOW_MIGRATE_BAD_RENAME', `the rename map does not fit the versions: ${problems.join('; ')}`, { status: 422, details: problems });
+  }
+}
+
+/** A migration request whose selection contradicts itself: ids with a filter, or a filter on another definition or version. */
+export class MigrateBadSelection extends FlowError {
+  constructor(message: string) {
+    super('FLOW_MIGRATE_BAD_SELECTION', message, { status: 422 });
+  }
+}

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { StepName } from '../logic-version.ts';
 import { WORKFLOW_STATES } from '../states.ts';
 import { Instant, PgIntParam, text } from './storable.ts';
 import { AttributeFilters } from './attributes.ts';
@@ -11,6 +12,8 @@ export const InstanceFilter = z.strictObject({
   state: z.enum(WORKFLOW_STATES as [string, ...string[]]).optional(),
   logicId: text(1, 200).optional(),
   version: PgIntParam.optional(),
+  /** Only instances at this step (running, parked or about to run it). */
+  step: StepName.optional(),
   correlationId: text(1, 200).optional(),
   /** Only the children of this instance. */
   parent: z.uuid().optional(),
@@ -30,6 +33,10 @@ export type InstanceFilter = z.infer<typeof InstanceFilter>;
 export const BULK_VERBS = ['retry', 'cancel', 'replay'] as const;
 export const BulkVerb = z.enum(BULK_VERBS);
 export type BulkVerb = z.infer<typeof BulkVerb>;
+/** What a job runs: a bulk verb, or a migration (`POST /v1/envs/{env}/migrations`). */
+export const JOB_VERBS = [...BULK_VERBS, 'migrate'] as const;
+export const JobVerb = z.enum(JOB_VERBS);
+export type JobVerb = z.infer<typeof JobVerb>;
 
 /** `POST /v1/envs/{env}/bulk/{verb}`: preview with `dryRun`, else start a server-side job. */
 export const BulkRequest = z.strictObject({
@@ -62,7 +69,7 @@ export type BulkItem = z.infer<typeof BulkItem>;
 
 export const BulkJob = z.object({
   id: z.string(),
-  verb: BulkVerb,
+  verb: JobVerb,
   filter: InstanceFilter,
   reason: z.string(),
   actor: z.string(),

@@ -20,3 +20,4 @@ export * from './workflows.ts';
 export * from './history.ts';
 export * from './attributes.ts';
 export * from './limits.ts';
+export * from './migrations.ts';

@@ -8,6 +8,10 @@
  * pinned to, when it unwinds (`prepareNextCompensation` in flow.ts reads `d.logic.steps[step]
  * .compensate`). An instance continuing on N+1 would therefore run N+1's compensation of that
  * step, so a registered compensation must be there on N+1, and the same action.
+ *
+ * Renames (the migrate verb's step-rename map, `{ oldStep: newStep }`): a step of N is looked for
+ * on N+1 under its new name, and everything the instances hold of it (their step, outputs and
+ * compensations) is read under that name too. Without renames, every step keeps its name.
  */
 import { canonicalJson } from '../../contracts/canonical-json.ts';
 import type { LogicVersion, StepDef } from '../../contracts/logic-version.ts';
@@ -34,6 +38,7 @@ export interface InstanceShape {
 export const CompatCode = {
   stepMissing: 'FLOW_COMPAT_STEP_MISSING',
   kindChanged: 'FLOW_COMPAT_STEP_KIND_CHANGED',
+  callChanged: 'FLOW_COMPAT_CALL_CHANGED',
   outputMissing: 'FLOW_COMPAT_OUTPUT_MISSING',
   outputShape: 'FLOW_COMPAT_OUTPUT_SHAPE_CHANGED',
   compensationMissing: 'FLOW_COMPAT_COMPENSATION_MISSING',
@@ -58,13 +63,18 @@ export interface CompatVerdict {
 /** Virtual node: the workflow ends (and its `output` expression is read). */
 const END = '\u0000end';
 
-export function compatibility(from: LogicVersion, to: LogicVersion, shape: InstanceShape): CompatVerdict {
+export type StepRenames = Readonly<Record<string, string>>;
+
+export function compatibility(from: LogicVersion, to: LogicVersion, shape: InstanceShape, renames: StepRenames = {}): CompatVerdict {
   const reasons: CompatReason[] = [];
   const candidate = `${to.logicId}@${to.version}`;
+  const rn = (s: string) => renames[s] ?? s;
+  const back = new Map(Object.entries(renames).map(([old, now]) => [now, old]));
+  const old = (s: string) => back.get(s) ?? s;
   const forward = shape.state !== 'compensating' && shape.currentStep !== null;
   const at = shape.currentStep;
   if (forward && at !== null) {
-    const now = to.steps[at];
+    const now = to.steps[rn(at)];
     if (now === undefined) {
       reasons.push({ code: CompatCode.stepMissing, step: at, message: `step ${at}, where these instances are, is not in ${candidate}` });
     } else if (now.kind !== from.steps[at]?.kind) {
@@ -73,13 +83,21 @@ export function compatibility(from: LogicVersion, to: LogicVersion, shape: Insta
         step: at,
         message: `step ${at}, where these instances are, is a ${from.steps[at]?.kind ?? 'missing'} step in ${from.version} and a ${now.kind} step in ${to.version}`,
       });
+    } else if (shape.running === 'step' && callOf(from, from.steps[at]!) !== callOf(to, now)) {
+      // the attempt under way keeps its key (it may have reached the service already): its next
+      // try must reach the same endpoint, or the key means another call there
+      reasons.push({
+        code: CompatCode.callChanged,
+        step: at,
+        message: `step ${at} has a call under way; ${candidate} sends it to ${callOf(to, now)} instead of ${callOf(from, from.steps[at]!)}, under the key it already carries`,
+      });
     }
   }
   for (const step of shape.compensations) {
     const before = from.steps[step]?.compensate;
-    const after = to.steps[step]?.compensate;
+    const after = to.steps[rn(step)]?.compensate;
     if (after === undefined) {
-      const why = to.steps[step] === undefined ? `step ${step} is not in ${candidate}` : `${candidate} does not compensate ${step}`;
+      const why = to.steps[rn(step)] === undefined ? `step ${step} is not in ${candidate}` : `${candidate} does not compensate ${step}`;
       reasons.push({ code: CompatCode.compensationMissing, step, message: `a compensation of ${step} is registered, but ${why}: unwinding would skip it` });
     } else if (before !== undefined && canonicalJson(before) !== canonicalJson(after)) {
       reasons.push({
@@ -92,9 +110,17 @@ export function compatibility(from: LogicVersion, to: LogicVersion, shape: Insta
   // a missing current step leaves no path to follow on the candidate
   if (reasons.some((r) => r.code === CompatCode.stepMissing)) return verdictOf(reasons);
 
-  const recorded = new Set(shape.outputs);
-  const alreadyMissing = new Set(missingReads(from, shape, recorded).map((m) => `${m.readBy}|${m.step}`));
-  for (const m of missingReads(to, shape, recorded)) {
+  // from here on the instances are read as they would be on the candidate: under the new names
+  const moved: InstanceShape = {
+    ...shape,
+    currentStep: at === null ? null : rn(at),
+    outputs: shape.outputs.map(rn),
+    compensations: shape.compensations.map(rn),
+  };
+  const recorded = new Set(moved.outputs);
+  const renamedRead = (readBy: string) => readBy.replace(/^steps\.([^.]+)\./, (_m, name: string) => `steps.${rn(name)}.`);
+  const alreadyMissing = new Set(missingReads(from, shape, new Set(shape.outputs)).map((m) => `${renamedRead(m.readBy)}|${rn(m.step)}`));
+  for (const m of missingReads(to, moved, recorded)) {
     // a read N leaves missing as well is how the definition already behaves (an onError branch, say)
     if (alreadyMissing.has(`${m.readBy}|${m.step}`)) continue;
     reasons.push({
@@ -105,10 +131,10 @@ export function compatibility(from: LogicVersion, to: LogicVersion, shape: Insta
     });
   }
   const shapes = new Set<string>();
-  for (const r of futureReaders(to, shape)) {
+  for (const r of futureReaders(to, moved)) {
     for (const read of r.reads) {
       if (!recorded.has(read.step) || shapes.has(read.step)) continue;
-      if (outputAccepts(from.steps[read.step]?.output, to.steps[read.step]?.output)) continue;
+      if (outputAccepts(from.steps[old(read.step)]?.output, to.steps[read.step]?.output)) continue;
       shapes.add(read.step);
       reasons.push({
         code: CompatCode.outputShape,
@@ -119,6 +145,14 @@ export function compatibility(from: LogicVersion, to: LogicVersion, shape: Insta
     }
   }
   return verdictOf(reasons);
+}
+
+/** Where a step's calls go (proxy handler and path, http method and URL, func module), or '' for a step that calls nothing. */
+function callOf(doc: LogicVersion, step: StepDef): string {
+  if (step.kind === 'proxy') return `proxy ${step.handler ?? doc.domain} ${step.method ?? 'POST'} ${step.path}`;
+  if (step.kind === 'http') return `http ${step.method} ${step.url} ${canonicalJson(step.headers ?? {})}`;
+  if (step.kind === 'func') return `func ${step.module} ${step.export ?? ''}`;
+  return '';
 }
 
 function verdictOf(reasons: CompatReason[]): CompatVerdict {

@@ -3,6 +3,8 @@ import { begin, beginClaimed, isUnstarted, onOutcome, onProgress } from './flow.
 import type { FuncRecord, Instance, JsonValue, TimerPurpose } from './instance.ts';
 import type { Transition } from './transition.ts';
 import { type CancelArgs, cancel, type ForceCompleteArgs, forceComplete, type RewindArgs, retry, rewind } from './verbs.ts';
+import { migrate, type StepRenames } from './migrate.ts';
+import { FlowError } from '../../contracts/errors.ts';
 import { type ChildrenState, type MessageArgs, onCallback, onChildren, onMessage, onResume, onTimer, type ResumeArgs } from './wake.ts';
 
 /**
@@ -17,7 +19,9 @@ import { type ChildrenState, type MessageArgs, onCallback, onChildren, onMessage
  * - `message`: a message was handed to the waitFor step it is parked on (delivered, or buffered before);
  * - `callback`: the owning service completed the step it had answered with 202 (`seq` is the token's);
  * - `children`: fan-in, with the children's state as the parent saw it;
- * - `verb`: an operator verb, with its arguments.
+ * - `verb`: an operator verb, with its arguments;
+ * - `migrate`: the instance moved to a later version `to` of its definition, its steps renamed by
+ *   `renames` (core/migrate.ts); the events after it are applied on `to`.
  */
 export type TraceEvent =
   | { type: 'begin'; claimed?: boolean }
@@ -28,7 +32,15 @@ export type TraceEvent =
   | { type: 'message'; args: MessageArgs }
   | { type: 'callback'; seq: number; outcome: StepOutcome }
   | { type: 'children'; seq: number; state: ChildrenState }
-  | VerbEvent;
+  | VerbEvent
+  | MigrateEvent;
+
+export interface MigrateEvent {
+  type: 'migrate';
+  from: { version: number; hash: string };
+  to: { version: number; hash: string };
+  renames: StepRenames;
+}
 
 export type VerbEvent =
   | { type: 'verb'; verb: 'retry' }
@@ -119,8 +131,22 @@ export function claimedWork(inst: Instance): ClaimedWork {
   return inst.state === 'waiting' ? { do: 'wakes' } : { do: 'attempt' };
 }
 
-export async function apply(logic: LogicVersion, inst: Instance, event: TraceEvent, goOn = false): Promise<Transition | null> {
+export async function apply(
+  logic: LogicVersion,
+  inst: Instance,
+  event: TraceEvent,
+  goOn = false,
+  /** The versions a `migrate` event may move to, by hash; the caller goes on with the target for the events after it. */
+  versions?: (hash: string) => LogicVersion | undefined,
+): Promise<Transition | null> {
   switch (event.type) {
+    case 'migrate': {
+      const to = versions?.(event.to.hash);
+      if (to === undefined) {
+        throw new FlowError('FLOW_REPLAY_VERSION_MISSING', `the trace moved to version ${event.to.version} (${event.to.hash}): pass that LogicVersion among the versions`, { status: 422 });
+      }
+      return migrate(logic, to, inst, event.renames);
+    }
     case 'begin':
       return event.claimed === true ? beginClaimed(logic, inst, goOn) : begin(logic, inst);
     case 'outcome':

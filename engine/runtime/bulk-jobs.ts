@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { type BulkJob, type BulkPreview, BulkRequest, type BulkVerb } from '../../contracts/api/bulk.ts';
+import { type BulkJob, type BulkPreview, BulkRequest, type BulkVerb, type JobVerb } from '../../contracts/api/bulk.ts';
+import type { MigrateRequest } from '../../contracts/api/migrations.ts';
 import { FlowError } from '../../contracts/errors.ts';
 import type { Db } from '../store/db.ts';
 import { finishBulkJob, insertBulkJob, loadBulkJob, nextBulkItem, recordBulkItem, runningBulkJobs } from '../store/bulk-jobs.ts';
@@ -52,6 +53,22 @@ export class BulkJobs {
       };
       await insertBulkJob(c, { env, id, verb, filter: req.filter, args, reason: req.reason, actor: actor.subject, workflowIds: sel.rows.map((r) => r.id) });
     });
+    this.#run(env, id, actor);
+    return this.get(env, id);
+  }
+
+  /**
+   * Starts the job of a migration (`POST …/migrations`): its versions and rename map checked, its
+   * instances selected and fixed now, each then moved in its own audited transaction that checks
+   * it again (runtime/migrations.ts).
+   */
+  async startMigration(env: string, req: MigrateRequest, actor: Actor): Promise<BulkJob> {
+    const { args, ids } = await this.ops.migrations.select(req, actor, { env });
+    const id = randomUUID();
+    const filter = { ...req.filter, logicId: req.logicId, version: req.fromVersion };
+    await inEnv(this.db, env, (c) =>
+      insertBulkJob(c, { env, id, verb: 'migrate', filter, args: { scopes: actor.scopes, ...args }, reason: req.reason, actor: actor.subject, workflowIds: ids }),
+    );
     this.#run(env, id, actor);
     return this.get(env, id);
   }
@@ -114,7 +131,7 @@ export class BulkJobs {
     await inEnv(this.db, env, (c) => finishBulkJob(c, jobId, 'done'));
   }
 
-  async #apply(env: string, verb: BulkVerb, args: Record<string, unknown>, reason: string, id: string, actor: Actor) {
+  async #apply(env: string, verb: JobVerb, args: Record<string, unknown>, reason: string, id: string, actor: Actor) {
     const o = { actor, reason, env };
     try {
       const record =
@@ -122,13 +139,25 @@ export class BulkJobs {
           ? await this.ops.retry(id, o)
           : verb === 'cancel'
             ? await this.ops.cancel(id, { reason, compensate: args['compensate'] === true }, o)
-            : await this.ops.replayFrom(id, { step: String(args['step']) }, o);
+            : verb === 'migrate'
+              ? await this.ops.migrations.apply(id, migrateArgs(args), o)
+              : await this.ops.replayFrom(id, { step: String(args['step']) }, o);
       return { status: 'ok' as const, state: record.state, error: null };
     } catch (err) {
       if (!(err instanceof FlowError)) throw err;
       return { status: 'failed' as const, state: null, error: { code: err.code, message: err.message } };
     }
   }
+}
+
+/** A migration job's arguments as `startMigration` stored them. */
+function migrateArgs(args: Record<string, unknown>) {
+  return {
+    logicId: String(args['logicId']),
+    fromVersion: Number(args['fromVersion']),
+    toVersion: Number(args['toVersion']),
+    renames: (args['renames'] ?? {}) as Record<string, string>,
+  };
 }
 
 function parse(body: unknown): BulkRequest {

@@ -18,6 +18,7 @@ import { inEnv } from '../store/tx.ts';
 import { STUCK_DEFAULTS, type StuckThresholds } from '../store/workflow-filter.ts';
 import type { LogicCache } from './logic-cache.ts';
 import { type FlowLogger, instanceFields, silentLogger } from './log.ts';
+import { Migrations } from './migrations.ts';
 import { mutateWorkflow } from './mutate.ts';
 import type { TransitionObserver } from './observer.ts';
 
@@ -94,7 +95,11 @@ export class Operations {
     this.stuck = { ...STUCK_DEFAULTS, ...o.stuck };
     this.#observer = o.observer;
     this.#log = o.log ?? silentLogger;
+    this.migrations = new Migrations(db, defaultEnv, this.stuck, afterChange, this.#log);
   }
+
+  /** The migrate verb: its dry run, and the move of one instance that its bulk job applies to each. */
+  readonly migrations: Migrations;
 
   readonly #observer: TransitionObserver | undefined;
   readonly #log: FlowLogger;

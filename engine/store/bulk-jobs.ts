@@ -1,10 +1,10 @@
-import type { BulkItem, BulkJob, BulkVerb, InstanceFilter } from '../../contracts/api/bulk.ts';
+import type { BulkItem, BulkJob, JobVerb, InstanceFilter } from '../../contracts/api/bulk.ts';
 import type { Client } from './tx.ts';
 
 export interface NewBulkJob {
   env: string;
   id: string;
-  verb: BulkVerb;
+  verb: JobVerb;
   filter: InstanceFilter;
   args: Record<string, unknown>;
   reason: string;
@@ -66,7 +66,7 @@ export async function runningBulkJobs(c: Client): Promise<{ id: string; env: str
 export async function loadBulkJob(c: Client, jobId: string): Promise<(BulkJob & { args: Record<string, unknown> }) | null> {
   const res = await c.query<{
     id: string;
-    verb: BulkVerb;
+    verb: JobVerb;
     filter: InstanceFilter;
     args: Record<string, unknown>;
     reason: string;

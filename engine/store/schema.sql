@@ -936,7 +936,7 @@ CREATE TABLE flow.bulk_jobs (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     finished_at timestamp with time zone,
     CONSTRAINT bulk_jobs_state_check CHECK ((state = ANY (ARRAY['running'::text, 'done'::text, 'aborted'::text]))),
-    CONSTRAINT bulk_jobs_verb_check CHECK ((verb = ANY (ARRAY['retry'::text, 'cancel'::text, 'replay'::text])))
+    CONSTRAINT bulk_jobs_verb_check CHECK ((verb = ANY (ARRAY['retry'::text, 'cancel'::text, 'replay'::text, 'migrate'::text])))
 );
 
 ALTER TABLE ONLY flow.bulk_jobs FORCE ROW LEVEL SECURITY;

@@ -11,6 +11,10 @@ export interface WorkflowFilter {
   state?: WorkflowState | string;
   logicId?: string;
   version?: number;
+  /** The step it is at. */
+  step?: string;
+  /** Only instances that have not ended (pending, processing, waiting, compensating). */
+  live?: boolean;
   correlationId?: string;
   /** The parent instance: only its children. */
   parent?: string;
@@ -144,6 +148,8 @@ export function filterClause(f: WorkflowFilter, params: unknown[]): { where: str
   if (f.state !== undefined) where.push(`w.state = ${at(f.state)}`);
   if (f.logicId !== undefined) where.push(`w.logic_id = ${at(f.logicId)}`);
   if (f.version !== undefined) where.push(`w.version = ${at(f.version)}::int`);
+  if (f.step !== undefined) where.push(`w.current_step = ${at(f.step)}`);
+  if (f.live === true) where.push(`w.state IN ('pending', 'processing', 'waiting', 'compensating')`);
   if (f.correlationId !== undefined) where.push(`w.correlation_id = ${at(f.correlationId)}`);
   if (f.parent !== undefined) where.push(`w.parent_id = ${at(f.parent)}::uuid`);
   if (f.from !== undefined) where.push(`w.created_at >= ${at(f.from)}::timestamptz`);

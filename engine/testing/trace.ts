@@ -45,8 +45,13 @@ export class ReplayDivergence extends FlowError {
  * `logic` may be another version of the trace's workflow (same logicId): the replay then shows
  * whether the new definition decides this recorded run the same way, and where it first does not.
  * Children are not followed: replay each child's own trace with its own LogicVersion.
+ *
+ * A migrated instance's trace (a `migrate` entry, docs/versions.md) was decided on more than one
+ * version: before its first migration on the version it began on, after each on the version it
+ * moved to. Each is taken from `logic` or `opts.versions` by its hash (FLOW_REPLAY_VERSION_MISSING
+ * names one that is in neither).
  */
-export async function replay(logic: LogicVersion, trace: Trace): Promise<Instance> {
+export async function replay(logic: LogicVersion, trace: Trace, opts: { versions?: readonly LogicVersion[] } = {}): Promise<Instance> {
   if (logic.hash !== trace.logicHash && logic.logicId !== trace.initial.logicId) {
     throw new FlowError(
       'FLOW_REPLAY_WRONG_VERSION',
@@ -56,13 +61,23 @@ export async function replay(logic: LogicVersion, trace: Trace): Promise<Instanc
   // an erased instance's trace holds tombstones where its inputs were: there is nothing to re-derive
   if (isTombstone(trace.initial.input)) throw new InstanceErased(trace.initial.id, 'replay');
   let inst = trace.initial;
+  const known = new Map([logic, ...(opts.versions ?? [])].map((v) => [v.hash, v]));
+  const versions = (hash: string) => known.get(hash);
+  const migrated = trace.entries.some((e) => e.event.type === 'migrate');
+  if (migrated) {
+    const first = versions(trace.initial.logicHash);
+    if (first === undefined) {
+      throw new FlowError('FLOW_REPLAY_VERSION_MISSING', `the trace began on version ${trace.initial.version} (${trace.initial.logicHash}): pass that LogicVersion among the versions`, { status: 422 });
+    }
+    logic = first;
+  }
   for (const [index, entry] of trace.entries.entries()) {
     if (entry.from !== undefined) inst = { ...inst, state: entry.from };
     const running = inst.ctx.running;
     const at = { index, event: entry.event.type, step: running?.step ?? inst.currentStep, attempt: running?.attempt ?? null };
     let t: Transition | null;
     try {
-      t = await apply(logic, inst, entry.event);
+      t = await apply(logic, inst, entry.event, false, versions);
     } catch (err) {
       if (!(err instanceof FlowError)) throw err;
       throw new ReplayDivergence({ ...at, field: '(refused)', expected: entry.decision, actual: { refused: err.code, message: err.message } });
@@ -71,6 +86,7 @@ export async function replay(logic: LogicVersion, trace: Trace): Promise<Instanc
     const field = firstDifference(entry.decision, actual);
     if (field !== null) throw new ReplayDivergence({ ...at, field, expected: entry.decision, actual });
     if (t !== null) inst = t.instance;
+    if (entry.event.type === 'migrate') logic = versions(entry.event.to.hash)!;
   }
   if (trace.final !== undefined) {
     const reached: FinalRecord = {

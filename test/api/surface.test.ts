@@ -58,6 +58,8 @@ describeEachDriver('the API surface', (getDb) => {
         ...['retry', 'cancel', 'replay'].map((v) => `POST /v1/envs/{env}/bulk/${v}`),
         'GET /v1/envs/{env}/bulk/{jobId}',
         'POST /v1/envs/{env}/bulk/{jobId}/abort',
+        // the migrate verb, a bulk job (engine/api/routes/migrations.ts)
+        'POST /v1/envs/{env}/migrations',
         // legal hold, erasure and retention (engine/api/routes/history.ts)
         ...['hold', 'release-hold', 'erase'].map((v) => `POST /v1/envs/{env}/workflows/{id}/${v}`),
         'POST /v1/retention/run',

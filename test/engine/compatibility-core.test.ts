@@ -47,6 +47,20 @@ describe('compatibility of a shape (pure)', () => {
     expect(compatibility(v1, v2, atReserve).reasons.map((r) => [r.code, r.step, r.readBy])).toEqual([['FLOW_COMPAT_OUTPUT_MISSING', 'fraud', 'steps.notify.input']]);
   });
 
+  it('a call under way that the candidate sends elsewhere is unsafe; the same call, or none under way, is not', () => {
+    const moved = makeLogic({ logicId: 'core.pay', version: 2, start: 'reserve', steps: { ...STEPS, reserve: { ...STEPS['reserve']!, path: '/reserve-v2' } as StepDef } });
+    expect(compatibility(v1, moved, atReserve).reasons.map((r) => [r.code, r.step])).toEqual([['FLOW_COMPAT_CALL_CHANGED', 'reserve']]);
+    expect(compatibility(v1, moved, { ...atReserve, running: null }).verdict).toBe('safe');
+    const retried = makeLogic({ logicId: 'core.pay', version: 2, start: 'reserve', steps: { ...STEPS, reserve: { ...STEPS['reserve']!, retry: { maxAttempts: 9 } } as StepDef } });
+    expect(compatibility(v1, retried, atReserve).verdict).toBe('safe');
+    // with a rename map the call is looked for under the step's new name
+    const renamed = makeLogic({ logicId: 'core.pay', version: 2, start: 'hold', steps: { hold: STEPS['reserve']!, notify: STEPS['notify']!, apologise: STEPS['apologise']! } });
+    const codes = compatibility(v1, renamed, atReserve, { reserve: 'hold' }).reasons.map((r) => r.code);
+    expect(codes).not.toContain('FLOW_COMPAT_CALL_CHANGED');
+    expect(codes).not.toContain('FLOW_COMPAT_STEP_MISSING');
+    expect(compatibility(v1, renamed, atReserve).reasons.map((r) => r.code)).toContain('FLOW_COMPAT_STEP_MISSING');
+  });
+
   it('a read N already leaves missing, and a $exists probe, are not reasons', () => {
     const v2 = makeLogic({ logicId: 'core.pay', version: 2, start: 'reserve', steps: { ...STEPS, apologise: { ...STEPS['apologise']!, next: 'notify' } as StepDef } });
     const v1b = makeLogic({ logicId: 'core.pay', version: 1, start: 'reserve', steps: { ...STEPS, apologise: { ...STEPS['apologise']!, next: 'notify' } as StepDef } });

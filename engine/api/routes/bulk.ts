@@ -5,6 +5,7 @@ import { EnvParams } from '../../../contracts/api/common.ts';
 import { BulkJobs } from '../../runtime/bulk-jobs.ts';
 import type { Engine } from '../../runtime/engine.ts';
 import { principalOf, requireScope } from '../guard.ts';
+import { migrationRoutes } from './migrations.ts';
 import { BEARER, PROBLEMS } from './shared.ts';
 
 const JobParams = z.strictObject({ env: EnvParams.shape.env, jobId: z.uuid() });
@@ -18,7 +19,7 @@ export interface BulkOptions {
   databaseReady?: Promise<unknown>;
 }
 
-/** Bulk jobs: preview or start a verb over every instance a filter selects, follow a job, abort it. */
+/** Bulk jobs: preview or start a verb (or a migration) over the instances a filter selects, follow a job, abort it. */
 export const bulkRoutes: FastifyPluginAsyncZod<BulkOptions> = async (app, { engine, databaseReady }) => {
   const bulk = new BulkJobs(engine.db, engine.ops, (err) => app.log.error({ err }, 'a bulk job stopped'));
   // Jobs a stopped process left running go on here, in the background and again every few seconds
@@ -42,6 +43,8 @@ export const bulkRoutes: FastifyPluginAsyncZod<BulkOptions> = async (app, { engi
     clearTimeout(retry);
     await bulk.stopAll();
   });
+
+  migrationRoutes(app, engine, bulk);
 
   for (const verb of BulkVerb.options) {
     app.post(

@@ -1,0 +1,70 @@
+import { z } from 'zod';
+import { LogicId, StepName, VersionNumber } from '../logic-version.ts';
+import { InstanceFilter } from './bulk.ts';
+import { Reason } from './common.ts';
+import { CompatibilityGroup, CompatibilityReason } from './compatibility.ts';
+
+/** The most instances one migration selects. */
+export const MAX_MIGRATE = 10_000;
+
+/**
+ * `POST /v1/envs/{env}/migrations`: move instances of `logicId@fromVersion` to `toVersion` (any
+ * later published version of the same definition). `dryRun` answers, per instance, where it would
+ * land, what would run next under which keys, or why it stays; without it a server-side bulk job
+ * moves them (`GET /v1/envs/{env}/bulk/{jobId}` follows it).
+ */
+export const MigrateRequest = z
+  .strictObject({
+    logicId: LogicId,
+    fromVersion: VersionNumber,
+    toVersion: VersionNumber,
+    /** Which instances of `fromVersion`: the listing filter (its logicId and version, when given, must be these), plus `step`. (Default: every live one) */
+    filter: InstanceFilter.optional(),
+    /** These instances instead of a filter; each not on `fromVersion` is refused (FLOW_MIGRATE_WRONG_VERSION). */
+    ids: z.array(z.uuid()).min(1).max(MAX_MIGRATE).optional(),
+    /** Steps renamed in the target: `{ oldStep: newStep }`. */
+    renames: z.record(StepName, StepName).optional(),
+    reason: Reason,
+    dryRun: z.boolean().optional(),
+    /** At most this many instances. (Default: 1000) */
+    limit: z.int().min(1).max(MAX_MIGRATE).optional(),
+  })
+  .meta({ id: 'MigrateRequest' });
+export type MigrateRequest = z.infer<typeof MigrateRequest>;
+
+const Next = CompatibilityGroup.shape.next.unwrap();
+
+export const MigrationPlan = z
+  .strictObject({
+    workflowId: z.uuid(),
+    state: z.string(),
+    from: z.strictObject({ version: z.int(), step: z.string().nullable() }),
+    /** Why it would stay where it is: a stable `FLOW_MIGRATE_*` code; `retryable` when it may move later as it is (it is processing). */
+    refusal: z
+      .strictObject({ code: z.string(), message: z.string(), retryable: z.boolean(), reasons: z.array(CompatibilityReason) })
+      .nullable(),
+    /** Where it would be on the target (its step under its new name); null when refused. */
+    lands: z.strictObject({ version: z.int(), step: z.string().nullable() }).nullable(),
+    /** The attempt under way that moves with it, under the key it already carries. */
+    keeps: z.strictObject({ step: z.string(), attempt: z.int(), idempotencyKey: z.string() }).nullable(),
+    /** What would run next on the target, under which keys (each call answered as before, a parked decision with its first option). */
+    next: Next.nullable(),
+  })
+  .meta({ id: 'MigrationPlan' });
+export type MigrationPlan = z.infer<typeof MigrationPlan>;
+
+export const MigrationPreview = z
+  .strictObject({
+    dryRun: z.literal(true),
+    logicId: LogicId,
+    from: z.strictObject({ version: z.int(), hash: z.string() }),
+    to: z.strictObject({ version: z.int(), hash: z.string() }),
+    renames: z.record(z.string(), z.string()),
+    /** Instances selected (at most `limit`), how many would move, how many would be refused. */
+    selected: z.int().min(0),
+    moves: z.int().min(0),
+    refused: z.int().min(0),
+    items: z.array(MigrationPlan),
+  })
+  .meta({ id: 'MigrationPreview' });
+export type MigrationPreview = z.infer<typeof MigrationPreview>;

@@ -1,0 +1,89 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { mintToken } from '../../cli/dev-token.ts';
+import { main } from '../../cli/main.ts';
+import { type Api, buildApi } from '../../engine/api/server.ts';
+import { Engine } from '../../engine/runtime/engine.ts';
+import { type Db, openDb } from '../../engine/store/db.ts';
+import { migrate } from '../../engine/store/migrate.ts';
+import { makeLogic } from '../contracts/helpers.ts';
+
+/** `s8flow migrate` against a real engine's HTTP API: a dry run by default, `--apply` runs the job, with its exit codes. */
+
+const SECRET = 'cli-test-secret-for-hs256-tokens-0123456789';
+const v = (version: number, steps: Parameters<typeof makeLogic>[0]['steps']) => makeLogic({ logicId: 'cli.pay', version, start: 'approval', steps });
+const v1 = v(1, { approval: { kind: 'decision', options: ['ok'], next: 'done' }, done: { kind: 'pass' } });
+const v2 = v(2, { approval: { kind: 'decision', options: ['ok'], next: 'fraud' }, fraud: { kind: 'pass', next: 'done' }, done: { kind: 'pass' } });
+
+describe('s8flow migrate over the API', () => {
+  let db: Db;
+  let engine: Engine;
+  let api: Api;
+  let url: string;
+  let admin: string;
+  let reader: string;
+
+  async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+    let out = '';
+    let err = '';
+    const o = vi.spyOn(process.stdout, 'write').mockImplementation((s) => {
+      out += String(s);
+      return true;
+    });
+    const e = vi.spyOn(process.stderr, 'write').mockImplementation((s) => {
+      err += String(s);
+      return true;
+    });
+    try {
+      return { code: await main(argv), out, err };
+    } finally {
+      o.mockRestore();
+      e.mockRestore();
+    }
+  }
+  const target = (token: string) => ['--url', url, '--token', token];
+
+  beforeAll(async () => {
+    db = await openDb();
+    await migrate(db);
+    engine = new Engine({ db });
+    for (const doc of [v1, v2]) await engine.publishVersion(engine.env, doc);
+    api = await buildApi({ engine, auth: { secret: SECRET, production: false } });
+    url = await api.app.listen({ host: '127.0.0.1', port: 0 });
+    admin = await mintToken(SECRET, { sub: 'ops@example.com', envs: ['*'], scope: 'flow:migrate:cli.* flow:read' });
+    reader = await mintToken(SECRET, { sub: 'viewer@example.com', envs: ['*'], scope: 'flow:read' });
+  });
+  afterAll(async () => {
+    await api?.close();
+    await engine?.close();
+    await db?.close();
+  });
+
+  it('previews by default, moves with --apply and a reason, and exits 6 when an instance is refused', async () => {
+    const { id } = await engine.start({ logicId: 'cli.pay', version: 1, input: {} });
+    await engine.workers.drain();
+    expect((await engine.get(id)).state).toBe('waiting');
+
+    const dry = await run('migrate', 'cli.pay', '--from', '1', '--to', '2', '--ids', id, ...target(admin));
+    expect(dry.code).toBe(0);
+    expect(dry.out).toContain('cli.pay@1 → @2: 1 selected, 1 would move, 0 refused (dry run; --apply moves them)');
+    expect(dry.out).toContain(`${id}  waiting at approval → @2 approval; keeps approval attempt 1 [${id}:approval:0]; next (if decision approval = ok): no call; stops completed at done`);
+    expect((await engine.get(id)).version).toBe(1);
+
+    expect((await run('migrate', 'cli.pay', '--from', '1', '--to', '2', '--ids', id, '--apply', ...target(admin))).code).toBe(2);
+    const applied = await run('migrate', 'cli.pay', '--from', '1', '--to', '2', '--ids', id, '--apply', '--reason', 'fraud check', ...target(admin));
+    expect(applied.code).toBe(0);
+    expect(applied.out).toMatch(/moved, 0 refused of 1/);
+    expect((await engine.get(id)).version).toBe(2);
+
+    const again = await run('migrate', 'cli.pay', '--from', '1', '--to', '2', '--ids', id, '--apply', '--reason', 'twice', ...target(admin));
+    expect(again.code).toBe(6);
+    expect(again.out).toContain('FLOW_MIGRATE_WRONG_VERSION');
+    const refusedDry = await run('migrate', 'cli.pay', '--from', '1', '--to', '2', '--ids', id, ...target(admin));
+    expect(refusedDry.out).toContain(`${id}  waiting at approval: REFUSED FLOW_MIGRATE_WRONG_VERSION`);
+
+    const denied = await run('migrate', 'cli.pay', '--from', '1', '--to', '2', ...target(reader));
+    expect([denied.code, denied.err]).toEqual([5, expect.stringContaining('FLOW_SCOPE_MISSING')]);
+    const bad = await run('migrate', 'cli.pay', '--from', '2', '--to', '1', ...target(admin));
+    expect([bad.code, bad.err]).toEqual([1, expect.stringContaining('FLOW_MIGRATE_BAD_TARGET')]);
+  });
+});
