@@ -2,6 +2,7 @@ import type { LogicVersion, MessageTrigger } from '../../contracts/index.ts';
 import { attributeOf } from './attributes.ts';
 import { evaluateIn } from './expressions.ts';
 import type { JsonValue } from './instance.ts';
+import { storableProblem } from './storable.ts';
 import { messageRefusal } from './wake.ts';
 
 /** The event a message trigger routes, as its expressions see it (`event` in `match` and `payload`). */
@@ -37,9 +38,10 @@ export function messageTriggersOn(logic: LogicVersion, type: string): MessageTri
  * one's match value, typed as the store compares it, and its payload (the event's payload unless
  * the trigger builds one), checked against the schema of the waitFor step that takes it. Decided
  * here once, before any instance is touched: a payload the step would refuse refuses the event,
- * not one instance at a time. Returns the planned routes, or the problems that refuse the event.
+ * not one instance at a time; so does a payload or match value that cannot be stored (over
+ * `maxBytes`, a NUL). Returns the planned routes, or the problems that refuse the event.
  */
-export async function planRoutes(logic: LogicVersion, event: RoutedEvent): Promise<{ routes: PlannedRoute[]; problems: string[] }> {
+export async function planRoutes(logic: LogicVersion, event: RoutedEvent, maxBytes: number): Promise<{ routes: PlannedRoute[]; problems: string[] }> {
   const routes: PlannedRoute[] = [];
   const problems: string[] = [];
   const context = { event: { type: event.type, payload: event.payload, idempotencyKey: event.idempotencyKey } };
@@ -51,7 +53,14 @@ export async function planRoutes(logic: LogicVersion, event: RoutedEvent): Promi
         problems.push(`[${refusal.code}] ${refusal.message}`);
         continue;
       }
-      routes.push({ message: t.message, payload, match: await matchOf(logic, t, context), key: routeKey(event.idempotencyKey, t.message) });
+      const match = await matchOf(logic, t, context);
+      // what an expression built goes into jsonb and text parameters: no NUL, no lone surrogate, not over the cap
+      const unstorable = storableProblem({ payload, match }, maxBytes);
+      if (unstorable !== null) {
+        problems.push(unstorable.kind === 'too_large' ? `the message is ${unstorable.bytes} bytes of JSON, over ${unstorable.max}` : `the ${unstorable.path.replace(/^\$\./, '')} it built ${unstorable.why}`);
+        continue;
+      }
+      routes.push({ message: t.message, payload, match, key: routeKey(event.idempotencyKey, t.message) });
     } catch (err) {
       problems.push(`${(err as { code?: string }).code === undefined ? '' : `[${(err as { code: string }).code}] `}${(err as Error).message}`);
     }

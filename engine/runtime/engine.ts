@@ -500,7 +500,7 @@ export class Engine {
     checkStorable('the event payload', parsed.data.payload ?? null, this.#maxInputBytes);
     const env = parsed.data.env ?? this.env;
     const { committed, ...result } = await inEnv(this.db, env, (c) =>
-      ingestEvent(c, { logics: this.logics, messages: this.messages }, env, parsed.data, opts.traceContext),
+      ingestEvent(c, { logics: this.logics, messages: this.messages, maxInputBytes: this.#maxInputBytes }, env, parsed.data, opts.traceContext),
     );
     for (const done of committed) this.messages.told(done);
     if (result.created && (result.ids.length > 0 || committed.length > 0)) this.workers.wake();

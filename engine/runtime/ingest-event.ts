@@ -49,6 +49,8 @@ export const MAX_ROUTED_INSTANCES = 1000;
 export interface IngestDeps {
   logics: LogicCache;
   messages: Messages;
+  /** The cap on what a message trigger builds (FLOW_MAX_INPUT_BYTES). */
+  maxInputBytes: number;
 }
 
 /** Instance idempotency key of a trigger start: one instance per (event, logicId), whatever the retries. */
@@ -81,7 +83,7 @@ export async function ingestEvent(
   const committed: CommittedMessage[] = [];
   for (const logicId of await triggeredLogicIds(c, e.type)) {
     ids.push(...(await startOn(c, deps.logics, env, logicId, e, payload, traceContext)));
-    const routed = await routeTo(c, deps.messages, env, logicId, e, payload);
+    const routed = await routeTo(c, deps, env, logicId, e, payload);
     delivered.push(...routed.delivered);
     committed.push(...routed.committed);
   }
@@ -129,7 +131,7 @@ async function startOn(c: Client, logics: LogicCache, env: string, logicId: stri
  */
 async function routeTo(
   c: Client,
-  messages: Messages,
+  { messages, maxInputBytes }: IngestDeps,
   env: string,
   logicId: string,
   e: IngestEventRequest,
@@ -141,7 +143,7 @@ async function routeTo(
     if (messageTriggersOn(logic, e.type).length === 0) continue;
     if (!mayConsumeEvent(grantInForce(logic.logicId, grants), e.type)) continue;
     const label = `${logic.logicId}@${logic.version}`;
-    const { routes, problems } = await planRoutes(logic, { type: e.type, payload, idempotencyKey: e.idempotencyKey });
+    const { routes, problems } = await planRoutes(logic, { type: e.type, payload, idempotencyKey: e.idempotencyKey }, maxInputBytes);
     if (problems.length > 0) throw new TriggerRouteInvalid(e.type, label, problems);
     for (const route of routes) {
       if (route.match === null) continue;

@@ -209,6 +209,18 @@ describeEachDriver('events delivered to running instances by correlation', (getD
     expect((await engine.get(id, ENV)).state).toBe('completed');
   });
 
+  it('a match or payload its expressions built that cannot be stored (a NUL) refuses the event with its code, never a 500', async () => {
+    const type = eventType();
+    const nulPayload = uniqueLogic({ ...steps(false), triggers: [{ ...routeOn(type), payload: '{ "amount": 1, "note": $decodeUrl("a%00b") }' }] });
+    await engine.publish(nulPayload, ENV);
+    await start(nulPayload, 'pay-8');
+    await expect(ingest(type, 'ledger-8', { paymentId: 'pay-8', amount: 8 })).rejects.toMatchObject({ code: 'FLOW_TRIGGER_ROUTE_INVALID', status: 422 });
+    const other = eventType();
+    const nulMatch = uniqueLogic({ ...steps(false), triggers: [routeOn(other, { correlationId: '$decodeUrl("pay%00-9")' })] });
+    await engine.publish(nulMatch, ENV);
+    await expect(ingest(other, 'ledger-9', { paymentId: 'pay-9', amount: 9 })).rejects.toMatchObject({ code: 'FLOW_TRIGGER_ROUTE_INVALID', status: 422 });
+  });
+
   it('a message trigger must name a message one of its waitFor steps takes', async () => {
     const bad = uniqueLogic({ ...steps(false), triggers: [{ ...routeOn(eventType()), message: 'funds.refunded' }] });
     await expect(engine.publish(bad, ENV)).rejects.toMatchObject({ code: 'FLOW_LOGIC_INVALID' });
