@@ -135,6 +135,24 @@ describeEachDriver('events delivered to running instances by correlation', (getD
     expect(await messagesOf(stranger)).toEqual([]);
   });
 
+  it('reaches the instances of every version with the trigger, a retired one included, each by its own version’s trigger', async () => {
+    const type = eventType();
+    const v1 = uniqueLogic({ ...steps(false), triggers: [routeOn(type)] });
+    await engine.publish(v1, ENV);
+    const old = await start(v1, 'pay-10');
+    const v2 = makeLogic({ ...v1, version: 2, description: 'v2', triggers: [routeOn(type, { correlationId: 'event.payload.ref' })] });
+    await engine.publish(v2, ENV);
+    const current = await start(v2, 'pay-10');
+    await engine.setVersionActive(ENV, v1.logicId, 1, false);
+
+    // v1's trigger reads paymentId, v2's reads ref: each version's own trigger decides for its instances
+    const result = await ingest(type, 'ledger-10', { paymentId: 'pay-10', ref: 'pay-11', amount: 10 });
+    expect(result.delivered).toEqual([{ workflowId: old, message: 'funds.settled', status: 'delivered' }]);
+    expect((await engine.get(old, ENV)).state).toBe('completed');
+    expect((await engine.get(current, ENV)).state).toBe('waiting');
+    expect((await ingest(type, 'ledger-11', { paymentId: 'pay-x', ref: 'pay-10', amount: 11 })).delivered.map((d) => d.workflowId)).toEqual([current]);
+  });
+
   it('a redelivered event does not deliver twice: its key answers the first outcome, and each instance sees its message key again', async () => {
     const type = eventType();
     const logic = uniqueLogic({ ...steps(true), triggers: [routeOn(type)] });
