@@ -1,6 +1,6 @@
 import type { Node } from 'ts-morph';
 import { LOGIC_VERSION_SCHEMA } from '../contracts/logic-version.ts';
-import type { WorkflowDraft } from '../sdk/draft.ts';
+import type { DraftTrigger, WorkflowDraft } from '../sdk/draft.ts';
 import { type CompileDiagnostic, CompileErrorCode } from './errors.ts';
 import { locOf } from './instrument.ts';
 import { ATTRIBUTE_ROOTS, ExprError, STEP_ROOTS, TRIGGER_ROOTS, translateMapping } from './translate/index.ts';
@@ -66,7 +66,7 @@ export function lowerDraft(
     ...(draft.retention === undefined ? {} : { retention: { days: draft.retention.days } }),
     ...(draft.triggers.length === 0
       ? {}
-      : { triggers: draft.triggers.map((t, i) => ({ event: t.event, input: expr(t.input, `triggers.${i}.input`, TRIGGER_ROOTS) })) }),
+      : { triggers: draft.triggers.map((t, i) => lowerTrigger(t, `triggers.${i}`, (fn, path) => expr(fn, path, TRIGGER_ROOTS))) }),
     ...(draft.attributes === undefined
       ? {}
       : {
@@ -83,4 +83,14 @@ export function lowerDraft(
       ? {}
       : { concurrency: { key: expr(draft.concurrency.key, 'concurrency.key', STEP_ROOTS), limit: draft.concurrency.limit } }),
   };
+}
+
+/** A trigger with its mappings translated: a start trigger's input, or a message trigger's match value and payload. */
+function lowerTrigger(t: DraftTrigger, at: string, expr: (fn: unknown, path: string) => string): Record<string, unknown> {
+  if (!('message' in t)) return { event: t.event, input: expr(t.input, `${at}.input`) };
+  const match =
+    'correlationId' in t.match
+      ? { correlationId: expr(t.match.correlationId, `${at}.match.correlationId`) }
+      : { attribute: t.match.attribute, value: expr(t.match.value, `${at}.match.value`) };
+  return { event: t.event, message: t.message, match, ...(t.payload === undefined ? {} : { payload: expr(t.payload, `${at}.payload`) }) };
 }

@@ -42,4 +42,5 @@ export const LogicIssueCode = {
   exprForbidden: 'FLOW_LV_EXPR_FORBIDDEN',
   hashMismatch: 'FLOW_LV_HASH_MISMATCH',
   reservedHeader: 'FLOW_LV_RESERVED_HEADER',
+  unknownMessage: 'FLOW_LV_UNKNOWN_MESSAGE',
 } as const;

@@ -15,7 +15,15 @@ export const FORBIDDEN_FUNCTIONS = ['now', 'millis', 'random'] as const;
 /** Every expression of a LogicVersion with its JSON path, so checks and compilers can walk them. */
 export function* expressionsOf(doc: LogicVersion): Generator<{ path: string; expr: string }> {
   if (doc.output !== undefined) yield { path: 'output', expr: doc.output };
-  for (const [i, trigger] of (doc.triggers ?? []).entries()) yield { path: `triggers.${i}.input`, expr: trigger.input };
+  for (const [i, trigger] of (doc.triggers ?? []).entries()) {
+    if (!('message' in trigger)) {
+      yield { path: `triggers.${i}.input`, expr: trigger.input };
+      continue;
+    }
+    const { match } = trigger;
+    yield 'correlationId' in match ? { path: `triggers.${i}.match.correlationId`, expr: match.correlationId } : { path: `triggers.${i}.match.value`, expr: match.value };
+    if (trigger.payload !== undefined) yield { path: `triggers.${i}.payload`, expr: trigger.payload };
+  }
   for (const [name, a] of Object.entries(doc.attributes ?? {})) if (a.value !== undefined) yield { path: `attributes.${name}.value`, expr: a.value };
   if (doc.concurrency !== undefined) yield { path: 'concurrency.key', expr: doc.concurrency.key };
   for (const [name, step] of Object.entries(doc.steps)) yield* stepExpressions(`steps.${name}`, step);

@@ -114,7 +114,7 @@ export function grantRefusals(logic: LogicVersion, grant: PublisherGrant, serves
       code: 'FLOW_GRANT_EVENT',
       target: t.event,
       missing: `flow:events:${t.event}`,
-      message: `a trigger starts ${logic.logicId} on ${t.event} events, but the publisher holds no flow:events for that type`,
+      message: `a trigger ${'message' in t ? `delivers ${t.event} events to instances of` : 'starts'} ${logic.logicId} on ${t.event} events, but the publisher holds no flow:events for that type`,
     });
   }
   // a declared schedule starts the definition itself, as an API schedule needs flow:start to

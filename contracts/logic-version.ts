@@ -186,7 +186,20 @@ export const ModuleRef = z.strictObject({
   imports: z.record(z.string().min(1), Target),
 });
 
-export const Trigger = z.strictObject({ event: z.string().min(1), input: Expr });
+/** Starts an instance on each event of type `event`, with `input` evaluated over `{ event }`. */
+export const StartTrigger = z.strictObject({ event: z.string().min(1), input: Expr });
+/**
+ * Which live instances a message trigger reaches: those whose correlationId, or whose search
+ * attribute `attribute`, equals the expression's value over `{ event }` (null reaches none).
+ */
+export const TriggerMatch = z.union([z.strictObject({ correlationId: Expr }), z.strictObject({ attribute: AttributeName, value: Expr })]);
+/**
+ * Delivers each event of type `event` as message `message` (taken by a waitFor step of this
+ * version) to every live instance of this version that `match` selects, instead of starting one.
+ * `payload` builds the message from `{ event }`. (Default: the event's payload)
+ */
+export const MessageTrigger = z.strictObject({ event: z.string().min(1), message: MessageName, match: TriggerMatch, payload: Expr.optional() });
+export const Trigger = z.union([StartTrigger, MessageTrigger]);
 
 export const ScheduleOverlap = z.enum(['skip', 'buffer_one', 'allow']);
 export type ScheduleOverlap = z.infer<typeof ScheduleOverlap>;
@@ -243,6 +256,10 @@ export type RetryPolicy = z.infer<typeof RetryPolicy>;
 export type Target = z.infer<typeof Target>;
 export type Trigger = z.infer<typeof Trigger>;
 export type AttributeType = z.infer<typeof AttributeType>;
+export type StartTrigger = z.infer<typeof StartTrigger>;
+export type MessageTrigger = z.infer<typeof MessageTrigger>;
+/** A message trigger delivers to running instances; any other trigger starts one. */
+export const isMessageTrigger = (t: Trigger): t is MessageTrigger => 'message' in t;
 export type AttributeDecl = z.infer<typeof AttributeDecl>;
 export type Concurrency = z.infer<typeof Concurrency>;
 

@@ -88,6 +88,17 @@ export function structuralIssues(doc: LogicVersion): LogicVersionIssue[] {
       });
     }
   }
+  // a message trigger delivers to instances of this version: one of its waitFor steps must take it
+  const taken = new Set(Object.values(doc.steps).flatMap((st) => (st.kind === 'waitFor' ? [st.message] : [])));
+  for (const [i, t] of (doc.triggers ?? []).entries()) {
+    if ('message' in t && !taken.has(t.message)) {
+      issues.push({
+        code: LogicIssueCode.unknownMessage,
+        path: `triggers.${i}.message`,
+        message: `the trigger on ${t.event} delivers message "${t.message}", which no waitFor step takes`,
+      });
+    }
+  }
   const reachable = reachableFrom(doc);
   for (const name of names) {
     if (!reachable.has(name)) {

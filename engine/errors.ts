@@ -45,6 +45,18 @@ export class TriggerInputInvalid extends FlowError {
   }
 }
 
+/** A message trigger could not route an event: its match or payload expression, or the payload against the waitFor step's schema. */
+export class TriggerRouteInvalid extends FlowError {
+  constructor(eventType: string, logic: string, problems: string[]) {
+    super(
+      'FLOW_TRIGGER_ROUTE_INVALID',
+      `event ${eventType} cannot be delivered to instances of ${logic}: ${problems.join('; ')}. Nothing was delivered or started and the event was not recorded; ` +
+        'fix the trigger (publish a new version) or the event, then send it again',
+      { status: 422, details: problems },
+    );
+  }
+}
+
 export class EventKeyReused extends FlowError {
   constructor(key: string) {
     super('FLOW_EVENT_KEY_REUSED', `idempotency key ${key} was already used by a different event in this environment`, { status: 409 });

@@ -10,7 +10,8 @@ import { createFlowClient } from '../client/index.ts';
  * compensation:
  * - account `acct-flaky` makes the first reserve attempt answer 503;
  * - a payment id containing `declined` makes capture answer 402 (permanent);
- * - account `acct-risky` has chargebacks on record, so the risk module asks for an approval.
+ * - account `acct-risky` has chargebacks on record, so the risk module asks for an approval;
+ * - account `acct-fraud` is referred by the fraud check (payments.capture@3).
  *
  * With `engineUrl`, sending the customer's notification is asynchronous, as mail is: `/notify`
  * answers `202 {"status":"waiting"}` and, once sent, completes the step through the engine's
@@ -60,6 +61,8 @@ export async function startDemoService(opts: { engineUrl?: string } = {}): Promi
         ? { status: 402, body: { message: 'card declined by issuer' } }
         : { status: 200, body: { captureId: id('cap'), capturedCents: reservedCents.get(String(b['reservationId'])) ?? 0 } },
     '/funds/refund': () => ({ status: 200, body: { refunded: true } }),
+    // payments.capture@3: an account `acct-fraud` is referred, any other cleared
+    '/fraud/check': (b) => ({ status: 200, body: { checkId: id('frd'), verdict: b['accountId'] === 'acct-fraud' ? 'refer' : 'clear' } }),
     // provisioning: a tenant, and one service per child workflow
     '/tenants': (b) => ({ status: 200, body: { tenantRef: id(`tnt-${String(b['tenantId'])}`) } }),
     '/tenants/delete': () => ({ status: 200, body: { deleted: true } }),

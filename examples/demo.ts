@@ -1,8 +1,9 @@
 /**
  * `npm run demo`: compiles the example workflows, starts the demo owning service, and runs
  * payments on the embedded store (in-memory PGlite) with real HTTP and real workers:
- * a small payment, a flaky ledger that needs a retry, a declined card that compensates, and a
- * large payment that waits for an approver.
+ * a small payment, a flaky ledger that needs a retry, a declined card that compensates, a
+ * large payment that waits for an approver, and (payments.capture@3) a payment whose funds settle
+ * through the ledger, which waits until the ledger's settlement event reaches it.
  */
 import { rm } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
@@ -46,12 +47,12 @@ const engineUrl = await api.app.listen({ host: '127.0.0.1', port: 0 });
 service.connect(engineUrl);
 say(`the engine API listens on ${engineUrl} (GET /docs)`);
 
-/** Terminal, or parked on the approval decision. */
+/** Terminal, or parked on the approval decision or on the ledger's settlement. */
 async function atRest(id: string) {
   for (;;) {
     const r = await engine.get(id);
     if (['completed', 'failed', 'compensated', 'cancelled', 'dead_lettered'].includes(r.state)) return r;
-    if (r.state === 'waiting' && r.currentStep === 'approval') return r;
+    if (r.state === 'waiting' && (r.currentStep === 'approval' || r.currentStep === 'settled')) return r;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
@@ -78,6 +79,22 @@ const aliceToken = await new SignJWT({ envs: [engine.env], scope: 'flow:decide p
 const alice = createFlowClient({ baseUrl: engineUrl, token: aliceToken, env: engine.env });
 await alice.decide(risky, 'approval', { option: 'approve', payload: { note: 'known customer' } });
 say(formatTimeline(await atRest(risky)));
+
+const ledgerPayment = { paymentId: 'pay-ledger', accountId: 'acct-1', amount: 60, currency: 'EUR', settlement: 'ledger' };
+say(`\n— ${ledgerPayment.paymentId} settles through the ledger: payments.capture@3 checks it for fraud, then waits for funds.settled —\n`);
+const settling = (await engine.start({ logicId: 'payments.capture', input: ledgerPayment, correlationId: ledgerPayment.paymentId })).id;
+ids.push(settling);
+say(formatTimeline(await atRest(settling)));
+say(`\n— the ledger posts ledger.funds_settled over HTTP; the message trigger delivers it to the payment it names —\n`);
+const ledgerToken = await new SignJWT({ envs: [engine.env], scope: 'flow:events:ledger.*' })
+  .setProtectedHeader({ alg: 'HS256' })
+  .setSubject('ledger@payments')
+  .setExpirationTime('10m')
+  .sign(new TextEncoder().encode(AUTH_SECRET));
+const ledger = createFlowClient({ baseUrl: engineUrl, token: ledgerToken, env: engine.env });
+const settled = await ledger.ingestEvent({ type: 'ledger.funds_settled', idempotencyKey: 'ledger-L-991', payload: { paymentId: 'pay-ledger', ledgerRef: 'L-991', amount: 60 } });
+say(`delivered: ${settled.delivered.map((d) => `${d.message} → ${d.workflowId} (${d.status})`).join(', ')}\n`);
+say(formatTimeline(await atRest(settling)));
 
 const final = await Promise.all(ids.map((id) => engine.get(id)));
 say(`\n${final.map((r) => `${String(r.correlationId).padEnd(14)} ${r.state}`).join('\n')}`);

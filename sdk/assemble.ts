@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import { ATTRIBUTE_NAME_PATTERN, type StepKind } from '../contracts/logic-version.ts';
-import type { DraftExpr, DraftModule, DraftSchedule, DraftStep, WorkflowDraft } from './draft.ts';
+import type { DraftExpr, DraftModule, DraftSchedule, DraftStep, DraftTrigger, WorkflowDraft } from './draft.ts';
 import { FlowSdkError, SdkErrorCode } from './errors.ts';
 import { toJsonSchema } from './json-schema.ts';
 
@@ -81,7 +81,7 @@ export function assembleDraft(state: BuilderState): WorkflowDraft {
     steps,
     ...(state.output === undefined ? {} : { output: state.output }),
     modules,
-    triggers: state.triggers.map((t) => ({ event: t.event, input: t.options['input'] as DraftExpr })),
+    triggers: state.triggers.map((t) => triggerDraft(at, t.event, t.options, steps)),
     ...(state.meta.attributes === undefined ? {} : { attributes: attributesDraft(at, state.meta.attributes) }),
     ...(state.meta.sla === undefined ? {} : { sla: { within: state.meta.sla.within } }),
     schedules: state.schedules,
@@ -173,4 +173,29 @@ function checkReferences(at: string, draft: WorkflowDraft): void {
       }
     }
   }
+}
+
+/**
+ * A trigger's draft: a start trigger's `input`, or a message trigger's `match` and
+ * `messagePayload` (the LogicVersion's `payload`), whose message a waitFor step must take.
+ */
+function triggerDraft(at: string, event: string, options: Record<string, unknown>, steps: WorkflowDraft['steps']): DraftTrigger {
+  if (!('message' in options)) return { event, input: options['input'] as DraftExpr };
+  const fail = (msg: string): never => {
+    throw new FlowSdkError(SdkErrorCode.invalidOption, `${at}: the trigger on ${event} ${msg}`);
+  };
+  const message = options['message'];
+  if (typeof message !== 'string') return fail('needs message, the name a waitFor step waits for');
+  if (!steps.some(({ step }) => step.kind === 'waitFor' && (step as { message?: unknown }).message === message)) {
+    fail(`delivers message "${message}", which no waitFor step waits for`);
+  }
+  const match = options['match'] as Record<string, unknown> | undefined;
+  const isFn = (v: unknown) => typeof v === 'function';
+  let drafted: Extract<DraftTrigger, { message: string }>['match'];
+  if (match !== undefined && isFn(match['correlationId'])) drafted = { correlationId: match['correlationId'] as DraftExpr };
+  else if (match !== undefined && typeof match['attribute'] === 'string' && isFn(match['value'])) {
+    drafted = { attribute: match['attribute'], value: match['value'] as DraftExpr };
+  } else return fail('needs match: { correlationId: mapping } or { attribute: name, value: mapping }');
+  const payload = options['messagePayload'];
+  return { event, message, match: drafted, ...(payload === undefined ? {} : { payload: payload as DraftExpr }) };
 }

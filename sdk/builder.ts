@@ -16,6 +16,7 @@ import type {
   Schema,
   ScheduleOptions,
   TriggerOptions,
+  MessageTriggerOptions,
   UnknownSchema,
   WaitForOptions,
 } from './options.ts';
@@ -115,6 +116,12 @@ export interface WorkflowBuilder<In, S, D, M extends string, Out> {
 
   /** Starts this workflow when `event` is published; `input` builds the workflow input from it. */
   trigger<P extends Schema = UnknownSchema>(event: string, options: TriggerOptions<P, In>): WorkflowBuilder<In, S, D, M, Out>;
+  /**
+   * Delivers each `event` as message `message` to the live instances of this version that `match`
+   * selects, by correlationId or search attribute, instead of starting one (docs/messages.md).
+   * @example .trigger('ledger.funds_settled', { message: 'funds.settled', match: { correlationId: ({ event }) => event.payload.paymentId } })
+   */
+  trigger<P extends Schema = UnknownSchema>(event: string, options: MessageTriggerOptions<P>): WorkflowBuilder<In, S, D, M, Out>;
 
   /**
    * Starts this workflow at each tick of a cron pattern (five fields, or six with seconds), read

@@ -38,7 +38,7 @@ export interface WorkflowDraft {
   readonly steps: readonly { readonly name: string; readonly step: DraftStep }[];
   readonly output?: DraftExpr;
   readonly modules: readonly DraftModule[];
-  readonly triggers: readonly { readonly event: string; readonly input: DraftExpr }[];
+  readonly triggers: readonly DraftTrigger[];
   /** At most `limit` instances not ended per value of `key` (Default: none). */
   readonly concurrency?: { readonly key: DraftExpr; readonly limit: number };
   /** Search attributes, each with its declared type and start mapping where given. */
@@ -57,3 +57,13 @@ export interface DraftSchedule {
   readonly catchUp?: string;
   readonly input?: unknown;
 }
+
+/** A trigger as the draft holds it: a start trigger's input, or a message trigger's match and payload mappings. */
+export type DraftTrigger =
+  | { readonly event: string; readonly input: DraftExpr }
+  | {
+      readonly event: string;
+      readonly message: string;
+      readonly match: { readonly correlationId: DraftExpr } | { readonly attribute: string; readonly value: DraftExpr };
+      readonly payload?: DraftExpr;
+    };

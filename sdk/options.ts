@@ -263,6 +263,27 @@ export interface TriggerOptions<Payload extends Schema, In> {
   input: Mapping<TriggerContext<Json<Payload>>, In>;
 }
 
+/** What a message trigger's match reads from the event: a correlationId or attribute value (null reaches no instance). */
+export type MatchValue<Payload extends Schema> = Mapping<TriggerContext<Json<Payload>>, string | number | null>;
+
+export interface MessageTriggerOptions<Payload extends Schema> {
+  /** Schema of the event payload: types `event` in the mappings, at compile time only. (Default: unknown) */
+  payload?: Payload;
+  /** The message delivered: one of this workflow's `waitFor` steps must wait for it. */
+  message: string;
+  /**
+   * Which live instances of this version the event reaches: those whose correlationId (given at
+   * start), or whose search attribute `attribute`, equals the mapping's value.
+   * @example { correlationId: ({ event }) => event.payload.paymentId }
+   */
+  match: { correlationId: MatchValue<Payload> } | { attribute: string; value: MatchValue<Payload> };
+  /**
+   * The message payload built from the event, checked against the `waitFor` step's schema (a
+   * mismatch refuses the event with FLOW_TRIGGER_ROUTE_INVALID, 422). (Default: the event's payload)
+   */
+  messagePayload?: Mapping<TriggerContext<Json<Payload>>, unknown>;
+}
+
 
 export interface ScheduleOptions<In> {
   /**

@@ -88,8 +88,12 @@ const COMMANDS: Record<string, Run> = {
     const payload = await jsonFlag(args, 'payload');
     const res = await client.ingestEvent({ type: type!, idempotencyKey: key, ...(payload === undefined ? {} : { payload: payload as never }) });
     if (asJson) json(res);
-    else if (!res.matched) out(`recorded; no trigger listens to ${type}: nothing started\n`);
-    else out(`${res.created ? 'started' : 'already sent with this key; started earlier'}: ${res.ids.join(' ')}\n`);
+    else if (!res.matched) out(`recorded; no trigger listens to ${type} or none reached an instance: nothing started or delivered\n`);
+    else {
+      if (!res.created) out('already sent with this key; what it did then:\n');
+      if (res.ids.length > 0) out(`started: ${res.ids.join(' ')}\n`);
+      for (const d of res.delivered) out(`${d.status}: ${d.message} → ${d.workflowId}${d.code === undefined ? '' : ` (${d.code})`}\n`);
+    }
   },
 
   async versions(client, args, usage, asJson) {

@@ -53,7 +53,7 @@ function computeShape(doc: LogicVersion): LockShape {
       domain: doc.domain,
       ...(doc.output === undefined ? {} : { output: digest(doc.output) }),
       ...(doc.modules === undefined ? {} : { modules: digest(doc.modules) }),
-      triggers: (doc.triggers ?? []).map((t) => `${t.event} ${digest(t.input)}`),
+      triggers: (doc.triggers ?? []).map((t) => `${t.event} ${digest('message' in t ? t : t.input)}`),
       ...(doc.schedules === undefined ? {} : { schedules: doc.schedules.map((s) => `${s.name ?? ''} ${digest(s)}`) }),
       ...(doc.description === undefined ? {} : { description: digest(doc.description) }),
     },

@@ -488,8 +488,10 @@ export class Engine {
   }
 
   /**
-   * Records an event and starts one instance per trigger on its type, pinned to the version active
-   * now, in one transaction. A repeated idempotency key starts nothing and returns the first ids.
+   * Records an event, starts one instance per start trigger on its type, pinned to the version
+   * active now, and delivers it as a message through each message trigger on its type to the live
+   * instances it matches, in one transaction. A repeated idempotency key starts and delivers
+   * nothing and answers what the first did.
    */
   async ingestEvent(event: unknown, opts: Traced = {}): Promise<IngestResult> {
     const parsed = IngestEventRequest.safeParse(event);
@@ -498,8 +500,11 @@ export class Engine {
     }
     checkStorable('the event payload', parsed.data.payload ?? null, this.#maxInputBytes);
     const env = parsed.data.env ?? this.env;
-    const result = await inEnv(this.db, env, (c) => ingestEvent(c, this.logics, env, parsed.data, opts.traceContext));
-    if (result.created && result.ids.length > 0) this.workers.wake();
+    const { committed, ...result } = await inEnv(this.db, env, (c) =>
+      ingestEvent(c, { logics: this.logics, messages: this.messages, maxInputBytes: this.#maxInputBytes }, env, parsed.data, opts.traceContext),
+    );
+    for (const done of committed) this.messages.told(done);
+    if (result.created && (result.ids.length > 0 || committed.length > 0)) this.workers.wake();
     return result;
   }
 

@@ -46,29 +46,51 @@ export class Messages {
 
   async deliver(env: string, id: string, m: Delivery): Promise<DeliveryAnswer> {
     checkStorable('the message payload', m.payload, this.opts.maxInputBytes);
-    let committed: Committed | null = null;
-    const answer = await inEnv(this.db, env, async (c): Promise<DeliveryAnswer> => {
-      const stored = (await lockWorkflow(c, id)) ? await loadWorkflow(c, id) : null;
-      if (stored === null) throw new NotFound(`workflow ${id}`);
-      const inst = stored.instance;
+    const may = (inst: Instance) => {
       if (!grants(m.sender.scopes, 'flow:signal', inst.logicId)) throw new ScopeMissing(m.sender.subject, 'flow:signal', `workflow ${id} (${inst.logicId})`);
-      const first = await findDelivery(c, id, m.key);
-      if (first !== null) return first;
-      const logic = await this.logics.get(env, inst.logicHash, c);
-      const buffer = { olderOfName: (await oldestBuffered(c, id, m.name)) !== null, count: await countBuffered(c, id), max: this.opts.maxBuffered };
-      const takesNow = planDelivery(logic, inst, m, buffer) === 'deliver';
-      const answer: DeliveryAnswer = takesNow
-        ? { status: 200, body: { workflowId: id, message: m.name, status: 'delivered' } }
-        : { status: 202, body: { workflowId: id, message: m.name, status: 'buffered' } };
-      const row = { env, workflowId: id, key: m.key, name: m.name, payload: m.payload, answer };
-      if (takesNow) committed = await this.#commitMessage(c, logic, stored, m.name, m.payload, m.sender.subject);
-      await insertMessage(c, { ...row, state: takesNow ? 'consumed' : 'buffered' });
-      return answer;
+    };
+    let committed: CommittedMessage | null = null;
+    const answer = await inEnv(this.db, env, async (c): Promise<DeliveryAnswer> => {
+      const done = await this.deliverIn(c, env, id, m, may);
+      committed = done.committed;
+      return done.answer;
     }).catch((err: unknown) => {
       throw refusedForData(err) ? new ChangeUnstorable(err) : err;
     });
-    this.#told(committed);
+    this.told(committed);
     return answer;
+  }
+
+  /**
+   * One delivery in the caller's env-scoped transaction (the messages route's own, or an event's:
+   * runtime/ingest-event.ts). `authorise` is asked with the instance read under its lock and
+   * throws when the sender may not reach it. Throws the core's refusals before writing anything,
+   * so a caller delivering to several instances may record a refusal and go on. The caller tells
+   * `told(committed)` once its transaction has committed.
+   */
+  async deliverIn(
+    c: Client,
+    env: string,
+    id: string,
+    m: Omit<Delivery, 'sender'> & { sender: { subject: string } },
+    authorise: (inst: Instance) => void,
+  ): Promise<{ answer: DeliveryAnswer; committed: CommittedMessage | null }> {
+    const stored = (await lockWorkflow(c, id)) ? await loadWorkflow(c, id) : null;
+    if (stored === null) throw new NotFound(`workflow ${id}`);
+    const inst = stored.instance;
+    authorise(inst);
+    const first = await findDelivery(c, id, m.key);
+    if (first !== null) return { answer: first, committed: null };
+    const logic = await this.logics.get(env, inst.logicHash, c);
+    const buffer = { olderOfName: (await oldestBuffered(c, id, m.name)) !== null, count: await countBuffered(c, id), max: this.opts.maxBuffered };
+    const takesNow = planDelivery(logic, inst, m, buffer) === 'deliver';
+    const answer: DeliveryAnswer = takesNow
+      ? { status: 200, body: { workflowId: id, message: m.name, status: 'delivered' } }
+      : { status: 202, body: { workflowId: id, message: m.name, status: 'buffered' } };
+    const row = { env, workflowId: id, key: m.key, name: m.name, payload: m.payload, answer };
+    const committed = takesNow ? await this.#commitMessage(c, logic, stored, m.name, m.payload, m.sender.subject) : null;
+    await insertMessage(c, { ...row, state: takesNow ? 'consumed' : 'buffered' });
+    return { answer, committed };
   }
 
   /**
@@ -76,7 +98,7 @@ export class Messages {
    * not parked on a waitFor step or no such message waits.
    */
   async handOver(env: string, id: string): Promise<boolean> {
-    const committed = await inEnv(this.db, env, async (c): Promise<Committed | null> => {
+    const committed = await inEnv(this.db, env, async (c): Promise<CommittedMessage | null> => {
       const stored = (await lockWorkflow(c, id)) ? await loadWorkflow(c, id) : null;
       if (stored === null) return null;
       const logic = await this.logics.get(env, stored.instance.logicHash, c);
@@ -88,7 +110,7 @@ export class Messages {
       await markConsumed(c, buffered.id);
       return done;
     });
-    this.#told(committed);
+    this.told(committed);
     return committed !== null;
   }
 
@@ -114,11 +136,11 @@ export class Messages {
   }
 
   /** Tells the observer of a committed hand-over (after the commit, as the worker loop does). */
-  #told(committed: Committed | null): void {
+  told(committed: CommittedMessage | null): void {
     if (committed !== null) this.opts.observer.onTransition?.(committed.from, committed.t, true);
   }
 
-  async #commitMessage(c: Client, logic: LogicVersion, stored: Stored, name: string, payload: JsonValue, sender: string | null): Promise<Committed> {
+  async #commitMessage(c: Client, logic: LogicVersion, stored: Stored, name: string, payload: JsonValue, sender: string | null): Promise<CommittedMessage> {
     const event: TraceEvent = { type: 'message', args: { name, payload } };
     const t = await apply(logic, stored.instance, event);
     if (t === null) throw new Error(`workflow ${stored.instance.id}: message ${name} decided nothing`);
@@ -131,7 +153,8 @@ export class Messages {
   }
 }
 
-interface Committed {
+/** A delivery that moved its instance: told to the observer once committed. */
+export interface CommittedMessage {
   from: Instance;
   t: Transition;
 }

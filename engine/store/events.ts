@@ -6,11 +6,21 @@ export interface EventIn {
   payload: unknown;
 }
 
+/** A message an event delivered to one instance through a message trigger, with how it went. */
+export interface EventDelivery {
+  workflowId: string;
+  message: string;
+  /** `delivered`: its waitFor step took it; `buffered`: it waits for the step; `refused`: see `code`. */
+  status: 'delivered' | 'buffered' | 'refused';
+  code?: string;
+}
+
 /** What a key already recorded in this env holds: the first event's type and whether the payload matches. */
 export interface RecordedEvent {
   type: string;
   samePayload: boolean;
   started: string[];
+  delivered: EventDelivery[];
 }
 
 /**
@@ -27,15 +37,15 @@ export async function recordEvent(c: Client, env: string, e: EventIn): Promise<R
   );
   if (ins.rows.length === 1) return null;
   const res = await c.query<RecordedEvent>(
-    `SELECT type, payload = $2::jsonb AS "samePayload", started::text[] AS started FROM events WHERE idempotency_key = $1`,
+    `SELECT type, payload = $2::jsonb AS "samePayload", started::text[] AS started, delivered FROM events WHERE idempotency_key = $1`,
     [e.idempotencyKey, payload],
   );
   return res.rows[0]!;
 }
 
-/** Remembers which instances an event started, so a repeat of its key answers with the same ids. */
-export async function setEventStarted(c: Client, idempotencyKey: string, ids: string[]): Promise<void> {
-  await c.query('UPDATE events SET started = $2::uuid[] WHERE idempotency_key = $1', [idempotencyKey, ids]);
+/** Remembers which instances an event started and what it delivered (migration 0036), so a repeat of its key answers the same. */
+export async function setEventOutcome(c: Client, idempotencyKey: string, ids: string[], delivered: EventDelivery[]): Promise<void> {
+  await c.query('UPDATE events SET started = $2::uuid[], delivered = $3::jsonb WHERE idempotency_key = $1', [idempotencyKey, ids, JSON.stringify(delivered)]);
 }
 
 /** The logicIds with a trigger on `type` in the caller's env (registered at publish), in a stable order. */

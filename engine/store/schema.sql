@@ -962,7 +962,8 @@ CREATE TABLE flow.events (
     type text NOT NULL,
     payload jsonb NOT NULL,
     started uuid[] DEFAULT '{}'::uuid[] NOT NULL,
-    received_at timestamp with time zone DEFAULT now() NOT NULL
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    delivered jsonb DEFAULT '[]'::jsonb NOT NULL
 );
 
 ALTER TABLE ONLY flow.events FORCE ROW LEVEL SECURITY;
@@ -1771,6 +1772,12 @@ CREATE INDEX workflow_attributes_time ON flow.workflow_attributes USING btree (e
 --
 
 CREATE INDEX workflow_messages_buffered ON flow.workflow_messages USING btree (workflow_id, name, id) WHERE (state = 'buffered'::text);
+
+--
+-- Name: workflows_correlation; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX workflows_correlation ON flow.workflows USING btree (env_id, logic_id, correlation_id) WHERE (correlation_id IS NOT NULL);
 
 --
 -- Name: workflows_idempotency_per_logic; Type: INDEX; Schema: flow; Owner: -

@@ -55,6 +55,12 @@ const shipping = logic({
   start: 'confirm',
   steps: { confirm: { kind: 'decision', options: ['ok'], next: 'ship' }, ship: { kind: 'proxy', handler: 'TEST', path: '/ship' } },
 } as never);
+const settles = logic({
+  logicId: 'cli.settles',
+  start: 'settled',
+  triggers: [{ event: 'cli.settled', message: 'funds.settled', match: { correlationId: 'event.payload.ref' } }],
+  steps: { settled: { kind: 'waitFor', message: 'funds.settled' } },
+} as never);
 const BIN = new URL('../../bin/s8flow.mjs', import.meta.url).pathname;
 
 describe('s8flow operator commands over the API', () => {
@@ -96,7 +102,7 @@ describe('s8flow operator commands over the API', () => {
     db = await openDb();
     await migrate(db);
     engine = new Engine({ db, executors: { handlers: new Map([['TEST', { url: svc.url }]]) }, worker: { concurrency: 2, pollMs: 50 } });
-    for (const doc of [flaky, hello, ask, held, acct]) await engine.publishVersion(engine.env, doc);
+    for (const doc of [flaky, hello, ask, held, acct, settles]) await engine.publishVersion(engine.env, doc);
     await engine.workers.start();
     api = await buildApi({ engine, auth: { secret: SECRET, production: false } });
     url = await api.app.listen({ host: '127.0.0.1', port: 0 });
@@ -241,6 +247,13 @@ describe('s8flow operator commands over the API', () => {
     expect((await engine.settled(ids[0])).output).toEqual({ greeting: 'hello 3' });
     const nobody = await run('send', 'cli.nobody', '--key', 'evt-2', ...target(admin));
     expect(nobody.out).toContain('no trigger listens to cli.nobody');
+    const waiting = await engine.start({ logicId: 'cli.settles', input: {}, correlationId: 'ref-1' });
+    await engine.settled(waiting.id);
+    const delivered = await run('send', 'cli.settled', '--payload', '{"ref":"ref-1"}', '--key', 'evt-3', ...target(admin));
+    expect(delivered.out).toBe(`delivered: funds.settled → ${waiting.id}\n`);
+    expect((await run('send', 'cli.settled', '--payload', '{"ref":"ref-1"}', '--key', 'evt-3', ...target(admin))).out).toBe(
+      `already sent with this key; what it did then:\ndelivered: funds.settled → ${waiting.id}\n`,
+    );
 
     const versions = await run('versions', ...target(admin));
     expect(versions.code).toBe(0);

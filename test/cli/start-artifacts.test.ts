@@ -23,7 +23,7 @@ describe.skipIf(!url)('s8flow start --artifacts [postgres]', () => {
       versions: (await c.query<{ k: string }>(`SELECT logic_id || '@' || version AS k FROM logic_versions WHERE env_id = 'artifacts-env' ORDER BY 1`)).rows.map((r) => r.k),
       modules: (await c.query<{ sha256: string; bytes: Buffer }>(`SELECT sha256, bytes FROM modules WHERE env_id = 'artifacts-env'`)).rows,
     }));
-    expect(rows.versions).toEqual(['payments.capture@2', 'provisioning.service@1', 'provisioning.tenant@1', 'statements.monthly@2']);
+    expect(rows.versions).toEqual(['payments.capture@2', 'payments.capture@3', 'provisioning.service@1', 'provisioning.tenant@1', 'statements.monthly@2']);
     expect(rows.modules.map((m) => m.sha256)).toEqual(['1db019dd1bf6c9213d2af71f134b730591f0e5fd8414acf5e62393e097a27c7e']);
     for (const m of rows.modules) expect(createHash('sha256').update(m.bytes).digest('hex')).toBe(m.sha256);
   });

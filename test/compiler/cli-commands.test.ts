@@ -26,7 +26,7 @@ describe('s8flow compile and publish commands', () => {
     const io = capture();
     const out = join(scratch.dir, 'dist');
     expect(await compileCommand([EXAMPLES, '--out', out, '--lock', join(scratch.dir, 'flow.lock.json')])).toBe(0);
-    expect(io.out()).toMatch(/compiled 4 workflow version\(s\)/);
+    expect(io.out()).toMatch(/compiled 5 workflow version\(s\)/);
     expect(io.out()).toMatch(/payments\.capture@2 {2}sha256:/);
     expect(existsSync(join(out, 'manifest.json'))).toBe(true);
   });

@@ -27,6 +27,7 @@ describe('compiling the examples', () => {
     const manifest = JSON.parse(readFileSync(join(scratch.dir, 'a/manifest.json'), 'utf8'));
     expect(manifest.logicVersions.map((v: { logicId: string }) => v.logicId)).toEqual([
       'payments.capture',
+      'payments.capture',
       'provisioning.service',
       'provisioning.tenant',
       'statements.monthly',

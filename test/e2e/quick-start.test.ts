@@ -23,5 +23,8 @@ it('npm run demo runs every payment to its end on the embedded store', async () 
   clearTimeout(timer);
   expect({ code, callbackFailures: err.match(/callback failed.*/g) ?? [] }).toEqual({ code: 0, callbackFailures: [] });
   expect(out).toMatch(/pay-risky\s+completed/);
-  expect(out).toMatch(/completed 3 notifications later through POST \/v1\/callbacks/);
+  // payments.capture@3: parked on funds.settled until the ledger's event reached it
+  expect(out).toMatch(/delivered: funds\.settled → \S+ \(delivered\)/);
+  expect(out).toMatch(/pay-ledger\s+completed/);
+  expect(out).toMatch(/completed 4 notifications later through POST \/v1\/callbacks/);
 }, DEADLINE_MS + 30_000);

@@ -78,7 +78,7 @@ describe.skipIf(url === undefined)('the standalone engine, end to end on Postgre
 
   it('publishes over HTTP, runs a payment through a 202 callback and an approval, and audits the token subjects', async () => {
     // CI publishes: new, then unchanged on a re-run
-    const ci = await mint('ci@deploy', 'flow:publish flow:start:provisioning.* flow:start:statements.monthly flow:events:account.opened');
+    const ci = await mint('ci@deploy', 'flow:publish flow:start:provisioning.* flow:start:statements.monthly flow:events:account.opened flow:events:ledger.funds_settled');
     const first = await publish(out, ci);
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout).toMatch(/^new\s+payments\.capture@2 sha256:/m);

@@ -59,7 +59,7 @@ describeEachDriver('event triggers', (getDb) => {
 
     const first = await ingest(type, 'evt-repeat');
     const again = await ingest(type, 'evt-repeat');
-    expect(again).toEqual({ ids: first.ids, created: false, matched: true });
+    expect(again).toEqual({ ids: first.ids, delivered: [], created: false, matched: true });
     expect(await countOf(logic.logicId)).toBe(1);
     await expect(ingest(type, 'evt-repeat', { id: 'another' })).rejects.toMatchObject({ code: 'FLOW_EVENT_KEY_REUSED' });
     expect(await countOf(logic.logicId)).toBe(1);
@@ -86,8 +86,8 @@ describeEachDriver('event triggers', (getDb) => {
 
   it('records an event of a type no trigger listens to, starts nothing, and says that nothing matched', async () => {
     const result = await ingest('nobody.listens', 'evt-unknown');
-    expect(result).toEqual({ ids: [], created: true, matched: false });
-    expect(await ingest('nobody.listens', 'evt-unknown')).toEqual({ ids: [], created: false, matched: false });
+    expect(result).toEqual({ ids: [], delivered: [], created: true, matched: false });
+    expect(await ingest('nobody.listens', 'evt-unknown')).toEqual({ ids: [], delivered: [], created: false, matched: false });
   });
 
   it('refuses an event whose trigger input does not fit the input schema, recording and starting nothing', async () => {

@@ -99,6 +99,16 @@ describe('workflow builder', () => {
     expect(sdkCode(() => dated.definition())).toBe(SdkErrorCode.schemaUnrepresentable);
   });
 
+  test('a message trigger names a message a waitFor step waits for, and a match with its mapping', () => {
+    const waits = base.waitFor('settled', { message: 'funds.settled' });
+    const byPayment = { correlationId: ({ event }: { event: { idempotencyKey: string } }) => event.idempotencyKey };
+    expect(sdkCode(() => waits.trigger('ledger.settled', { message: 'funds.settled', match: byPayment }).definition())).toBeUndefined();
+    expect(sdkCode(() => waits.trigger('ledger.settled', { message: 'funds.refunded', match: byPayment }).definition())).toBe(SdkErrorCode.invalidOption);
+    expect(sdkCode(() => waits.trigger('ledger.settled', { message: 'funds.settled', match: { attribute: 'order' } as never }).definition())).toBe(
+      SdkErrorCode.invalidOption,
+    );
+  });
+
   test('modules, triggers and output are carried into the definition', () => {
     const d = base
       .module('scoring', { wasm: './scoring.wasm', imports: { balance: { path: '/balance' } } })

@@ -194,11 +194,24 @@ describe('builder type inference', () => {
       payload: z.object({ value: z.number() }),
       input: ({ event }) => ({ amount: event.payload.value, tags: [] }),
     });
+    // @ts-expect-error the mapping must produce the workflow input (no overload takes it)
     base.trigger('thing.happened', {
       payload: z.object({ value: z.number() }),
-      // @ts-expect-error the mapping must produce the workflow input
       input: ({ event }) => ({ amount: String(event.payload.value), tags: [] }),
     });
+  });
+
+  test('a message trigger reads its typed event payload in match and messagePayload', () => {
+    const waits = base.waitFor('settled', { message: 'funds.settled', schema: z.object({ amount: z.number() }) });
+    waits.trigger('ledger.funds_settled', {
+      payload: z.object({ paymentId: z.string(), amount: z.number() }),
+      message: 'funds.settled',
+      match: { correlationId: ({ event }) => event.payload.paymentId },
+      messagePayload: ({ event }) => ({ amount: event.payload.amount }),
+    });
+    waits.trigger('ledger.funds_settled', { message: 'funds.settled', match: { attribute: 'order', value: ({ event }) => event.idempotencyKey } });
+    // @ts-expect-error a match value is a string, a number or null
+    waits.trigger('ledger.funds_settled', { message: 'funds.settled', match: { correlationId: () => ({ id: 1 }) } });
   });
 
   test('retry and http options are typed', () => {
