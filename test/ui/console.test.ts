@@ -182,16 +182,16 @@ describe.skipIf(!HAVE_CHROMIUM)('the console in chromium', () => {
 
   it('shows a version with its diagram, hash and in-flight count, and retires it (new starts refused)', async () => {
     const page = env.page;
-    await page.goto(`${env.url}/ui/versions/payments.capture/2`);
+    await page.goto(`${env.url}/ui/versions/payments.capture/3`);
     await page.locator('svg.diagram g[data-step="capture"]').waitFor();
     await page.getByText(/^sha256:/).waitFor();
     await env.shot('console-version');
     await page.getByRole('button', { name: /^Retire/ }).click();
     await page.getByRole('button', { name: 'Reactivate' }).waitFor();
-    await expect(env.engine.start(payment('pay-after-retire', 'acct-1'))).rejects.toMatchObject({ code: 'FLOW_VERSION_RETIRED' });
+    await expect(env.engine.start({ ...payment('pay-after-retire', 'acct-1'), version: 3 })).rejects.toMatchObject({ code: 'FLOW_VERSION_RETIRED' });
     await page.getByRole('button', { name: 'Reactivate' }).click();
     await page.getByRole('button', { name: /^Retire/ }).waitFor();
-    const { id } = await env.engine.start(payment('pay-after-reactivate', 'acct-1'));
+    const { id } = await env.engine.start({ ...payment('pay-after-reactivate', 'acct-1'), version: 3 });
     expect((await env.engine.settled(id)).state).toBe('completed');
   });
 
