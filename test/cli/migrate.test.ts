@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintToken } from '../../cli/dev-token.ts';
-import { main } from '../../cli/main.ts';
+import { runCli } from '../support/cli.ts';
 import { type Api, buildApi } from '../../engine/api/server.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import { type Db, openDb } from '../../engine/store/db.ts';
@@ -22,24 +22,7 @@ describe('s8flow migrate over the API', () => {
   let admin: string;
   let reader: string;
 
-  async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-    let out = '';
-    let err = '';
-    const o = vi.spyOn(process.stdout, 'write').mockImplementation((s) => {
-      out += String(s);
-      return true;
-    });
-    const e = vi.spyOn(process.stderr, 'write').mockImplementation((s) => {
-      err += String(s);
-      return true;
-    });
-    try {
-      return { code: await main(argv), out, err };
-    } finally {
-      o.mockRestore();
-      e.mockRestore();
-    }
-  }
+  const run = (...argv: string[]) => runCli(argv);
   const target = (token: string) => ['--url', url, '--token', token];
 
   beforeAll(async () => {

@@ -2,8 +2,8 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { main } from '../../cli/main.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../support/cli.ts';
 import { mintToken } from '../../cli/dev-token.ts';
 import { type Api, buildApi } from '../../engine/api/server.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
@@ -73,24 +73,7 @@ describe('s8flow operator commands over the API', () => {
   let reader: string;
   let up = false;
 
-  async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-    let out = '';
-    let err = '';
-    const o = vi.spyOn(process.stdout, 'write').mockImplementation((s) => {
-      out += String(s);
-      return true;
-    });
-    const e = vi.spyOn(process.stderr, 'write').mockImplementation((s) => {
-      err += String(s);
-      return true;
-    });
-    try {
-      return { code: await main(argv), out, err };
-    } finally {
-      o.mockRestore();
-      e.mockRestore();
-    }
-  }
+  const run = (...argv: string[]) => runCli(argv);
   const target = (token: string) => ['--url', url, '--token', token];
 
   beforeAll(async () => {

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
-import { main } from '../../cli/main.ts';
+import { runCli } from '../support/cli.ts';
 import { mintToken } from '../../cli/dev-token.ts';
 import type { LogicVersion } from '../../contracts/index.ts';
 import { type Api, buildApi } from '../../engine/api/server.ts';
@@ -62,24 +62,7 @@ describeEachDriver('s8flow publish --check', (getDb) => {
     return dir;
   }
 
-  async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-    let out = '';
-    let err = '';
-    const o = vi.spyOn(process.stdout, 'write').mockImplementation((s) => {
-      out += String(s);
-      return true;
-    });
-    const e = vi.spyOn(process.stderr, 'write').mockImplementation((s) => {
-      err += String(s);
-      return true;
-    });
-    try {
-      return { code: await main(argv), out, err };
-    } finally {
-      o.mockRestore();
-      e.mockRestore();
-    }
-  }
+  const run = (...argv: string[]) => runCli(argv);
   const check = (dir: string, ...more: string[]) => run('publish', '--to', url, '--token', publisher, '--env', ENV, '--from', dir, '--check', ...more);
 
   it('prints a readable report and publishes nothing; exits 0 on a safe candidate even with --fail-on unsafe', async () => {

@@ -1,9 +1,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type DevHandle, startDev } from '../../cli/commands/dev.ts';
-import { main } from '../../cli/main.ts';
+import { runCli } from '../support/cli.ts';
 import { EXAMPLES } from '../compiler/project-helpers.ts';
 
 /**
@@ -24,24 +24,7 @@ describe('s8flow schedules against s8flow dev on the examples', { timeout: 240_0
     rmSync(state, { recursive: true, force: true });
   });
 
-  async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-    let out = '';
-    let err = '';
-    const o = vi.spyOn(process.stdout, 'write').mockImplementation((s) => {
-      out += String(s);
-      return true;
-    });
-    const e = vi.spyOn(process.stderr, 'write').mockImplementation((s) => {
-      err += String(s);
-      return true;
-    });
-    try {
-      return { code: await main(['schedules', ...argv, '--url', dev.url, '--token', dev.token]), out, err };
-    } finally {
-      o.mockRestore();
-      e.mockRestore();
-    }
-  }
+  const run = (...argv: string[]) => runCli(['schedules', ...argv, '--url', dev.url, '--token', dev.token]);
 
   it('dev registers statements.monthly on its schedule and says when it fires next', async () => {
     expect(lines.join('\n')).toMatch(/schedule statements\.monthly:house-account {2}0 6 1 \* \* Europe\/Berlin {2}next \d{4}-\d\d-01T0[45]:00:00\.000Z/);
