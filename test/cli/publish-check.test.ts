@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { runCli } from '../support/cli.ts';
 import { mintToken } from '../../cli/dev-token.ts';
 import type { LogicVersion } from '../../contracts/index.ts';
