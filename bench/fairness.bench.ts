@@ -135,7 +135,10 @@ async function flooded(spinners: number) {
   const ms = await probe(engine, prober);
   const left = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM workflows WHERE logic_id = 'bench.fair.flood' AND state <> 'completed'`);
   const spinning = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM workflows WHERE logic_id = 'bench.fair.spin' AND state = 'processing'`);
-  // the rest of the backlog runs off, the spinners are cancelled: the next phase starts clean
+  // the rest of the backlog runs off, the spinners are cancelled: the next phase starts clean. The
+  // workers stop first: this bulk UPDATE takes row locks in no particular order, so beside the
+  // workers' batched commits it could deadlock (it did, once in three runs)
+  await engine.workers.stop();
   await asScheduler(db, (c) => c.query(`UPDATE workflows SET state = 'cancelled', lease_token = NULL, lease_expires_at = NULL, row_version = row_version + 1 WHERE env_id = 'tenant-a' AND state <> 'completed'`));
   return { ms, startMs, left: left.rows[0]!.n, spinning: spinning.rows[0]!.n };
 }

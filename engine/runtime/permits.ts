@@ -5,12 +5,10 @@ import { envVarName, handlerEnvName, type HandlerProfiles } from '../executors/h
 import type { Db } from '../store/db.ts';
 import { insertLimitAudit } from '../store/audit.ts';
 import {
-  acquirePermits,
   type LimitOverride,
   limitLoads,
   listOverrides,
   type PermitNeed,
-  type PermitWait,
   putOverride,
   releasePermits,
   sweepPermits,
@@ -162,15 +160,6 @@ export class Permits {
     }
     if (needs.length > 0) this.#armSweep();
     return needs;
-  }
-
-  /**
-   * Takes the permits, or lets the instance wait (its lease let go) and says on what. `waiters`:
-   * whether its release must look for waiters. When none waited as it took them, a waiter that
-   * queues while it holds them is woken by the next release that finds it, or by the sweep.
-   */
-  acquire(args: { id: string; token: string; rowVersion: number; needs: PermitNeed[] }): Promise<{ wait: PermitWait | null; waiters: boolean }> {
-    return acquirePermits(this.db.pool, args);
   }
 
   /**

@@ -9,6 +9,7 @@ import { claimWorkflows, type EnvWeights, letLeaseLapse, releaseWakes } from '..
 import { attemptTimeoutMs } from '../core/flow.ts';
 import type { Circuits } from './circuits.ts';
 import { commitLanded, commitTransition } from '../store/commit-transition.ts';
+import { acquireParam } from '../store/commit-batch.ts';
 import type { Db } from '../store/db.ts';
 import type { Stored } from '../store/rows.ts';
 import { asScheduler } from '../store/tx.ts';
@@ -406,7 +407,7 @@ export class WorkerPool {
         if (needs.length > 0) {
           if (lease.lost) return;
           const { wait, waiters } =
-            ahead?.taken ?? (await lease.committing(() => this.permits!.acquire({ id: instance.id, token, rowVersion: stored.rowVersion, needs })));
+            ahead?.taken ?? (await lease.committing(() => this.#acquire({ id: instance.id, token, rowVersion: stored.rowVersion, needs })));
           this.observer.onPermits?.(logic, instance, needs, wait);
           if (wait !== null) {
             if (wait.wakeInMs !== null) setTimeout(() => this.wake(), wait.wakeInMs).unref();
@@ -505,6 +506,14 @@ export class WorkerPool {
     const event: TraceEvent = result.status === 'progress' ? { type: 'progress', record: result.record } : { type: 'outcome', outcome: result };
     // an attempt's result always decides something
     return { t: (await apply(logic, instance, event, goOn))!, event };
+  }
+
+  /**
+   * Takes the permits of a claimed instance's first attempt, in the next batched commit rather
+   * than a transaction of its own (migration 0038): granted, or the instance waits, its lease let go.
+   */
+  async #acquire(args: { id: string; token: string; rowVersion: number; needs: PermitNeed[] }): Promise<Acquired> {
+    return (await this.#batcher.commit(acquireParam(args), true)).permits!;
   }
 
   /**

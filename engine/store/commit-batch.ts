@@ -1,4 +1,4 @@
-import { type Acquired, acquiredFrom, type AcquireRow } from './permits.ts';
+import { type Acquired, acquiredFrom, type AcquireRow, needsParam, type PermitNeed } from './permits.ts';
 import type { Queryable } from './tx.ts';
 
 /**
@@ -13,8 +13,9 @@ export interface CommitReceipt {
 
 /**
  * Commits many instances' transitions in one statement and one transaction (migrations 0012,
- * 0037): `params` are commit_journaled()'s parameters, JSON each, applied in order, each one with
- * a `permits` key followed by acquire_permits() for its next attempt. Answers each row's receipt.
+ * 0037, 0038): `params` are commit_journaled()'s parameters, JSON each, applied in order, each one
+ * with a `permits` key followed by acquire_permits() for its next attempt; or acquireParam()'s
+ * elements, which commit nothing and only take permits. Answers each row's receipt.
  * A row that raises fails the whole statement and nothing of the batch is written.
  */
 export async function commitBatch(q: Queryable, params: readonly string[]): Promise<CommitReceipt[]> {
@@ -25,4 +26,12 @@ export async function commitBatch(q: Queryable, params: readonly string[]): Prom
     values: [`[${params.join(',')}]`],
   });
   return res.rows.map((row) => ({ n: row.n, permits: row.waiters === null ? null : acquiredFrom(row) }));
+}
+
+/**
+ * A batch element that commits nothing and takes the permits of the attempt a claim's lease is
+ * about to run, as acquire_permits() would (migration 0038): its receipt's `permits` is the answer.
+ */
+export function acquireParam(args: { id: string; token: string; rowVersion: number; needs: readonly PermitNeed[] }): string {
+  return JSON.stringify({ acquireOnly: true, id: args.id, leaseToken: args.token, rowVersion: args.rowVersion, permits: needsParam(args.needs) });
 }

@@ -342,6 +342,12 @@ BEGIN
   END IF;
   FOR i IN 0 .. jsonb_array_length(ps) - 1 LOOP
     p := ps->i;
+    IF p ? 'acquireOnly' THEN
+      -- nothing to commit: the permits of the attempt the claim's lease is about to run
+      SELECT * INTO a FROM acquire_permits((p->>'id')::uuid, (p->>'leaseToken')::uuid, (p->>'rowVersion')::bigint, p->'permits');
+      RETURN QUERY SELECT 1, a.scope, a.resource, a.wait_ms, a.waiters;
+      CONTINUE;
+    END IF;
     c := commit_journaled(p);
     IF c = 1 AND p ? 'permits' THEN
       -- the lease kept by the commit: its token, and the row version the commit left
