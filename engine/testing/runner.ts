@@ -166,11 +166,12 @@ export interface FlowHandle {
   /** Messages delivered and not yet taken by a waitFor step, oldest first. `restore()` does not bring them back: a trace holds only what was taken. */
   readonly buffered: readonly { name: string; payload: JsonValue }[];
   /**
-   * The migrate verb (docs/versions.md, "Migrating instances") on this instance: moves it, parked
-   * or between steps, to version `toVersion` of its definition (one the runner was given), by the
-   * engine's rule (core/migrate.ts) and journalled as the engine journals it, so `replay(logic,
-   * trace, { versions })` replays across the move. Refusals throw the engine's codes and change
-   * nothing. What was armed (timers, a retry's backoff) stays armed.
+   * The migrate verb (docs/versions.md, "Migrating instances") on this instance: moves it to
+   * version `toVersion` of its definition (one the runner was given), by the engine's rule
+   * (core/migrate.ts) and journalled as the engine journals it, so `replay(logic, trace, { versions })`
+   * replays across the move. Refusals throw the engine's codes and change nothing. Its timers stay
+   * armed. (Once a call returns, a runner's instance is parked or ended, never between steps:
+   * retry backoff passes on the virtual clock at once.)
    */
   migrate(toVersion: number, opts?: MigrateOptions): Promise<Instance>;
 }
