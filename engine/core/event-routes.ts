@@ -1,7 +1,8 @@
-import type { LogicVersion, MessageTrigger } from '../../contracts/index.ts';
+import type { LogicVersion, MessageTrigger, StartTrigger } from '../../contracts/index.ts';
 import { attributeOf } from './attributes.ts';
 import { evaluateIn } from './expressions.ts';
 import type { JsonValue } from './instance.ts';
+import { schemaProblems } from './schemas.ts';
 import { storableProblem } from './storable.ts';
 import { messageRefusal } from './wake.ts';
 
@@ -27,6 +28,36 @@ export interface PlannedRoute {
 
 /** The message key of an event's delivery: derived from the event's key, so a second delivery of the event is a duplicate. */
 export const routeKey = (eventKey: string, message: string) => `event:${eventKey}:${message}`;
+
+/** The most live instances one message trigger may reach with one event (the engine delivers to all of them in one transaction). */
+export const MAX_ROUTED_INSTANCES = 1000;
+
+/** Why a route that selects `count` live instances refuses its event, or null when it may deliver to them all. */
+export function routeLimitProblem(count: number): string | null {
+  return count > MAX_ROUTED_INSTANCES ? `its match selects more than ${MAX_ROUTED_INSTANCES} live instances; one event reaches at most that many, so narrow the match` : null;
+}
+
+/** The version's trigger that starts an instance on events of `type`: its first on the type that delivers no message. */
+export function startTriggerOn(logic: LogicVersion, type: string): StartTrigger | undefined {
+  for (const t of logic.triggers ?? []) if (t.event === type && !('message' in t)) return t;
+  return undefined;
+}
+
+/**
+ * The input a start trigger gives the instance it starts for `event`: its expression over
+ * `{ event }`, checked against the version's input schema. A failed expression or an input the
+ * schema refuses refuses the event (FLOW_TRIGGER_INPUT_INVALID): the problems say why.
+ */
+export async function planStart(logic: LogicVersion, trigger: StartTrigger, event: RoutedEvent): Promise<{ input: JsonValue } | { problems: string[] }> {
+  let input: JsonValue;
+  try {
+    input = await evaluateIn('trigger.input', trigger.input, { event: { type: event.type, payload: event.payload, idempotencyKey: event.idempotencyKey } });
+  } catch (err) {
+    return { problems: [`trigger input expression failed: ${(err as Error).message}`] };
+  }
+  const problems = schemaProblems(logic.input, input);
+  return problems.length > 0 ? { problems } : { input };
+}
 
 /** The version's triggers that deliver events of `type` as messages, in declaration order. */
 export function messageTriggersOn(logic: LogicVersion, type: string): MessageTrigger[] {

@@ -3,10 +3,8 @@ import { z } from 'zod';
 import { grantInForce, mayConsumeEvent } from '../../contracts/grants.ts';
 import { Json } from '../../contracts/index.ts';
 import { Refused } from '../core/errors.ts';
-import { messageTriggersOn, planRoutes } from '../core/event-routes.ts';
-import { evaluateIn } from '../core/expressions.ts';
+import { MAX_ROUTED_INSTANCES, messageTriggersOn, planRoutes, planStart, routeLimitProblem, startTriggerOn } from '../core/event-routes.ts';
 import type { JsonValue } from '../core/instance.ts';
-import { schemaProblems } from '../core/schemas.ts';
 import { EventKeyReused, TriggerInputInvalid, TriggerRouteInvalid } from '../errors.ts';
 import { correlatedInstances, versionsTriggeredBy } from '../store/correlated-instances.ts';
 import { type EventDelivery, recordEvent, setEventOutcome, triggeredLogicIds } from '../store/events.ts';
@@ -42,9 +40,6 @@ export interface IngestResult {
    */
   matched: boolean;
 }
-
-/** The most live instances one message trigger may reach with one event: all are delivered to in its transaction. */
-export const MAX_ROUTED_INSTANCES = 1000;
 
 export interface IngestDeps {
   logics: LogicCache;
@@ -97,23 +92,16 @@ async function startOn(c: Client, logics: LogicCache, env: string, logicId: stri
   // a retired (drained) version starts nothing, not even from an event
   const found = await findStartableVersion(c, logicId);
   const logic = found?.active ? found.doc : undefined;
-  const trigger = logic?.triggers?.find((t) => t.event === e.type && !('message' in t));
-  if (logic === undefined || trigger === undefined || 'message' in trigger) return [];
+  const trigger = logic === undefined ? undefined : startTriggerOn(logic, e.type);
+  if (logic === undefined || trigger === undefined) return [];
   // nor does one whose publisher holds no flow:events for the type (a version recorded before
   // grants were: until it is re-vouched for) — its trigger would hand it another team's events
   if (!mayConsumeEvent(grantInForce(logic.logicId, found!.grants), e.type)) return [];
-  const label = `${logic.logicId}@${logic.version}`;
-  let input: JsonValue;
-  try {
-    input = await evaluateIn('trigger.input', trigger.input, { event: { type: e.type, payload, idempotencyKey: e.idempotencyKey } });
-  } catch (err) {
-    throw new TriggerInputInvalid(e.type, label, [`trigger input expression failed: ${(err as Error).message}`]);
-  }
-  const problems = schemaProblems(logic.input, input);
-  if (problems.length > 0) throw new TriggerInputInvalid(e.type, label, problems);
+  const planned = await planStart(logic, trigger, { type: e.type, payload, idempotencyKey: e.idempotencyKey });
+  if ('problems' in planned) throw new TriggerInputInvalid(e.type, `${logic.logicId}@${logic.version}`, planned.problems);
   const started = await startPinned(c, logics, logic, {
     env,
-    input,
+    input: planned.input,
     correlationId: null,
     idempotencyKey: triggerKey(e.idempotencyKey, logicId),
     callbackUrl: null,
@@ -148,9 +136,8 @@ async function routeTo(
     for (const route of routes) {
       if (route.match === null) continue;
       const ids = await correlatedInstances(c, { logicId, version: logic.version, match: route.match, limit: MAX_ROUTED_INSTANCES + 1 });
-      if (ids.length > MAX_ROUTED_INSTANCES) {
-        throw new TriggerRouteInvalid(e.type, label, [`its match selects more than ${MAX_ROUTED_INSTANCES} live instances; one event reaches at most that many, so narrow the match`]);
-      }
+      const tooMany = routeLimitProblem(ids.length);
+      if (tooMany !== null) throw new TriggerRouteInvalid(e.type, label, [tooMany]);
       for (const id of ids) {
         const m = { name: route.message, payload: route.payload, key: route.key, sender: { subject: `event:${e.type}` } };
         try {

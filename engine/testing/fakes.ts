@@ -47,3 +47,40 @@ export const fakes = {
     return () => outcomes[Math.min(i++, outcomes.length - 1)]!;
   },
 };
+
+/**
+ * The order an unreliable channel might hand `items` over in (a ledger's events, a partner's
+ * messages): each item at least once, in a shuffled order, and `repeats` of them handed over
+ * again later — the same item, so the same key: the receiver must answer it as a duplicate.
+ * The same `seed` gives the same order, so a failing one can be run again.
+ * (`repeats` default: half the items, rounded up)
+ */
+export function unreliableDelivery<T>(items: readonly T[], opts: { seed: number; repeats?: number }): T[] {
+  const random = seeded(opts.seed);
+  const pick = (n: number) => Math.floor(random() * n);
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = pick(i + 1);
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  const repeats = items.length === 0 ? 0 : (opts.repeats ?? Math.ceil(items.length / 2));
+  for (let r = 0; r < repeats; r++) {
+    const item = items[pick(items.length)]!;
+    // anywhere after its first delivery: a redelivery never comes first
+    const after = out.indexOf(item) + 1;
+    out.splice(after + pick(out.length - after + 1), 0, item);
+  }
+  return out;
+}
+
+/** mulberry32: a small seeded generator, so that an order is reproducible from its seed. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

@@ -1,10 +1,13 @@
 /** `sentin8-flow/testing`: run workflows in process against fakes, on a virtual clock, and replay their traces. */
 export type { ResumeArgs } from '../core/wake.ts';
-export { type Fake, type FakeCall, fakes } from './fakes.ts';
+export { type Fake, type FakeCall, fakes, unreliableDelivery } from './fakes.ts';
 export {
+  type EventOptions,
+  type EventSent,
   type FlowHandle,
   fakeKey,
   type MessageSent,
+  type MigrateOptions,
   hostFakeKey,
   type OutboxCommand,
   type RunnerOptions,

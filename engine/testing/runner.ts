@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import type { IngestEventResponse } from '../../contracts/api/events.ts';
 import {
+  canonicalJson,
   DEFAULTS,
   FlowError,
   isAllowedTransition,
@@ -10,19 +12,25 @@ import {
   type WorkflowState,
 } from '../../contracts/index.ts';
 import type { FuncRuntime } from '../../host-functions/index.ts';
+import type { AttributeWrite } from '../core/attributes.ts';
 import { byCancelOrder, childCancelEvent, childInstance, childrenStateOf } from '../core/children.ts';
+import { Refused } from '../core/errors.ts';
+import { messageTriggersOn, type PlannedRoute, planRoutes, planStart, type RouteMatch, type RoutedEvent, routeLimitProblem, startTriggerOn } from '../core/event-routes.ts';
 import { isUnstarted } from '../core/flow.ts';
 import { type Command, createInstance, type Instance, type JsonValue, type Running, type TimerPurpose } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
 import { claimedWork } from '../core/journal.ts';
 import { DEFAULT_MESSAGE_BUFFER_MAX, planDelivery, waitingOn } from '../core/messages.ts';
+import { MigrateRefused, migrationRefusal, renameProblems, type StepRenames } from '../core/migrate.ts';
 import { timerDueMs } from '../core/park.ts';
 import { type AppliedCallback, answerRepeatedCallback } from '../core/repeated-callback.ts';
 import type { ChildrenState, ResumeArgs } from '../core/wake.ts';
 import { funcExecutor } from '../executors/func.ts';
 import type { Attempt, EffectDef, Executors } from '../executors/index.ts';
+import { EventKeyReused, MigrateBadRename, MigrateBadTarget, TriggerInputInvalid, TriggerRouteInvalid } from '../errors.ts';
 import { executeAttempt } from '../runtime/execute-attempt.ts';
 import { ResumeTokens } from '../runtime/resume-tokens.ts';
+import { checkStorable, DEFAULT_MAX_INPUT_BYTES } from '../runtime/storable.ts';
 import type { Fake, FakeCall } from './fakes.ts';
 import { apply, decisionOf, replay, type Trace, type TraceEntry, type TraceEvent } from './trace.ts';
 
@@ -60,6 +68,25 @@ export interface RunnerOptions {
   onEvent?: (flow: FlowHandle, entry: TraceEntry) => void;
   /** How many messages may wait per instance for their waitFor step, as FLOW_MESSAGE_BUFFER_MAX. (Default: 100) */
   maxBufferedMessages?: number;
+  /** The cap on an event's payload and on what a message trigger builds, as FLOW_MAX_INPUT_BYTES. (Default: 1 MiB) */
+  maxInputBytes?: number;
+}
+
+/** What `event()` answered: the engine's answer to `POST …/events` (`IngestEventResponse`). */
+export type EventSent = IngestEventResponse;
+
+export interface EventOptions {
+  /** The event's idempotency key: a repeat in the env starts and delivers nothing and answers as the first did. (Default: a fresh one per call) */
+  key?: string;
+  /** The environment it is posted to: it starts instances there and reaches only instances there. (Default: `test`) */
+  env?: string;
+}
+
+export interface MigrateOptions {
+  /** The steps of the version it moves from renamed in the target, as the engine's rename map: `{ approval: 'review' }`. (Default: none) */
+  renames?: StepRenames;
+  /** The version the migration moves instances of (the engine's `fromVersion`): an instance on another is FLOW_MIGRATE_WRONG_VERSION. (Default: the one it is on) */
+  fromVersion?: number;
 }
 
 /** What `send()` answered: as the engine's 200 (`delivered`) or 202 (`buffered`). */
@@ -138,6 +165,15 @@ export interface FlowHandle {
   send(name: string, payload: JsonValue, opts?: { key?: string }): Promise<MessageSent>;
   /** Messages delivered and not yet taken by a waitFor step, oldest first. `restore()` does not bring them back: a trace holds only what was taken. */
   readonly buffered: readonly { name: string; payload: JsonValue }[];
+  /**
+   * The migrate verb (docs/versions.md, "Migrating instances") on this instance: moves it to
+   * version `toVersion` of its definition (one the runner was given), by the engine's rule
+   * (core/migrate.ts) and journalled as the engine journals it, so `replay(logic, trace, { versions })`
+   * replays across the move. Refusals throw the engine's codes and change nothing. Its timers stay
+   * armed. (Once a call returns, a runner's instance is parked or ended, never between steps:
+   * retry backoff passes on the virtual clock at once.)
+   */
+  migrate(toVersion: number, opts?: MigrateOptions): Promise<Instance>;
 }
 
 /**
@@ -185,6 +221,25 @@ export class TestRunner {
   async advance(ms: number): Promise<void> {
     await this.#sim.advance(ms);
   }
+
+  /**
+   * Posts an event, as `POST /v1/envs/{env}/events` does (docs/messages.md, "From an event"): each
+   * definition the runner knows with a start trigger on `type` starts one instance of its highest
+   * version (the runner retires none), and each version with a message trigger on it delivers the
+   * message to the live instances in `env` its match selects, by the rule `send()` follows, under
+   * the key `event:<key>:<message>`. Answers as the engine does (`ids`, `delivered` with per-instance
+   * refusals, `created`, `matched`); a trigger that cannot start or deliver refuses the whole event
+   * (FLOW_TRIGGER_INPUT_INVALID, FLOW_TRIGGER_ROUTE_INVALID) before anything changes, and a key
+   * reused by another event is FLOW_EVENT_KEY_REUSED. The runner acts as the operator: no grant is checked.
+   */
+  event(type: string, payload: JsonValue, opts: EventOptions = {}): Promise<EventSent> {
+    return this.#sim.event(type, payload, opts.key ?? randomUUID(), opts.env ?? 'test');
+  }
+
+  /** The instance with this id (started, spawned, restored or started by an event), as last restored. */
+  flow(id: string): FlowHandle | undefined {
+    return this.#sim.flows.get(id);
+  }
 }
 
 /** `<handler><path>` for proxy (e.g. `payments/funds/reserve`), `<METHOD> <url>` for http, `func:<module>`. */
@@ -218,6 +273,8 @@ type Item =
 
 class Flow implements FlowHandle {
   instance: Instance;
+  /** The version it runs: the one it began on, until a migration moves it. */
+  logic: LogicVersion;
   readonly trace: Trace;
   readonly children: Flow[] = [];
   readonly outbox: OutboxCommand[] = [];
@@ -226,20 +283,24 @@ class Flow implements FlowHandle {
   readonly buffered: { name: string; payload: JsonValue }[] = [];
   /** The answer each Idempotency-Key got, given again to a repeat. */
   readonly answered = new Map<string, MessageSent>();
+  /** Its search attributes as the store would hold them: what a message trigger's attribute match reads. */
+  readonly attributes = new Map<string, NonNullable<AttributeWrite>>();
   /** Core events used by this tree (counted on the root). */
   events = 0;
   readonly root: Flow;
 
   constructor(
     readonly sim: Simulation,
-    readonly logic: LogicVersion,
+    logic: LogicVersion,
     initial: Instance,
     readonly parent: Flow | null,
     readonly maxEvents: number,
   ) {
+    this.logic = logic;
     this.instance = initial;
     this.trace = { logicHash: logic.hash, initial: structuredClone(initial), entries: [] };
     this.root = parent?.root ?? this;
+    sim.flows.set(initial.id, this);
   }
 
   get timers(): VirtualTimer[] {
@@ -263,6 +324,10 @@ class Flow implements FlowHandle {
   send(name: string, payload: JsonValue, opts: { key?: string } = {}): Promise<MessageSent> {
     return this.sim.send(this, name, payload, opts.key ?? randomUUID());
   }
+
+  migrate(toVersion: number, opts: MigrateOptions = {}): Promise<Instance> {
+    return this.sim.migrate(this, toVersion, opts);
+  }
 }
 
 /** The runner's shell around the core: a virtual clock, an agenda of work and timers, and fan-in. */
@@ -278,6 +343,10 @@ class Simulation {
   #busy = false;
   /** Instances sent a message: the ones whose buffer the settle loop looks at. */
   readonly #withMessages = new Set<Flow>();
+  /** Every instance by id, in creation order (a restored one replaces its earlier handle): what events are routed to. */
+  readonly flows = new Map<string, Flow>();
+  /** The events posted, by env and key, with what each answered (the engine's `events` rows). */
+  readonly #events = new Map<string, { type: string; payload: string; answer: EventSent }>();
 
   constructor(logics: readonly LogicVersion[], fakes: Record<string, Fake>, opts: RunnerOptions) {
     this.#logics = logics;
@@ -297,16 +366,20 @@ class Simulation {
 
   restore(trace: Trace, opts: Pick<RunOptions, 'maxEvents'>): Promise<FlowHandle> {
     return this.#exclusive(async () => {
-      const logic = this.#logics.find((l) => l.hash === trace.logicHash);
-      if (logic === undefined) throw new Error(`the runner does not know the LogicVersion ${trace.logicHash} the trace was recorded on`);
-      const instance = await replay(logic, trace);
+      const first = this.#logics.find((l) => l.hash === trace.logicHash);
+      if (first === undefined) throw new Error(`the runner does not know the LogicVersion ${trace.logicHash} the trace was recorded on`);
+      // a migrated trace goes on with the version it moved to; replay names one the runner lacks
+      const instance = await replay(first, trace, { versions: this.#logics });
+      const logic = this.#logics.find((l) => l.hash === instance.logicHash)!;
       const running = instance.ctx.running;
       if (instance.state === 'waiting' && running !== null && logic.steps[running.step]?.kind === 'children') {
         throw new Error(`cannot restore ${instance.id}: it is parked on children, whose runs are not in its trace`);
       }
-      const flow = new Flow(this, logic, structuredClone(trace.initial), null, opts.maxEvents ?? 10_000);
+      const flow = new Flow(this, first, structuredClone(trace.initial), null, opts.maxEvents ?? 10_000);
+      flow.logic = logic;
       flow.instance = instance;
       flow.trace.entries.push(...structuredClone(trace.entries));
+      for (const e of trace.entries) setAttributes(flow, e.decision?.attributes);
       const last = trace.entries.at(-1);
       this.now = Math.max(this.now, last?.atMs ?? this.now);
       // re-arm what the committed decisions armed: unfired timers, and the backoff of the last one
@@ -358,21 +431,145 @@ class Simulation {
   /** A message from outside: delivered or buffered by the core's rule (core/messages.ts), keyed like the engine's. */
   send(flow: Flow, name: string, payload: JsonValue, key: string): Promise<MessageSent> {
     return this.#exclusive(async () => {
-      const first = flow.answered.get(key);
-      if (first !== undefined) return first;
-      const buffer = { olderOfName: flow.buffered.some((m) => m.name === name), count: flow.buffered.length, max: this.#opts.maxBufferedMessages ?? DEFAULT_MESSAGE_BUFFER_MAX };
-      const plan = planDelivery(flow.logic, flow.instance, { name, payload }, buffer);
-      const answer: MessageSent = { status: plan === 'deliver' ? 'delivered' : 'buffered' };
-      flow.answered.set(key, answer);
-      if (plan === 'buffer') {
-        this.#withMessages.add(flow);
-        flow.buffered.push({ name, payload: structuredClone(payload) });
-        return answer;
-      }
-      this.#schedule(flow, await this.#commit(flow, { type: 'message', args: { name, payload } }));
+      const answer = await this.#offer(flow, name, payload, key);
       await this.#settle(this.now);
       return answer;
     });
+  }
+
+  /**
+   * One delivery, as the engine's `deliverIn`: a repeated key answers as the first did; otherwise
+   * the core's rule hands the message to the step it is parked on or buffers it. Throws the core's
+   * refusal before anything changes. Leaves the instance on the agenda, not driven.
+   */
+  async #offer(flow: Flow, name: string, payload: JsonValue, key: string): Promise<MessageSent> {
+    const first = flow.answered.get(key);
+    if (first !== undefined) return first;
+    const buffer = { olderOfName: flow.buffered.some((m) => m.name === name), count: flow.buffered.length, max: this.#opts.maxBufferedMessages ?? DEFAULT_MESSAGE_BUFFER_MAX };
+    const plan = planDelivery(flow.logic, flow.instance, { name, payload }, buffer);
+    const answer: MessageSent = { status: plan === 'deliver' ? 'delivered' : 'buffered' };
+    flow.answered.set(key, answer);
+    if (plan === 'buffer') {
+      this.#withMessages.add(flow);
+      flow.buffered.push({ name, payload: structuredClone(payload) });
+      return answer;
+    }
+    this.#schedule(flow, await this.#commit(flow, { type: 'message', args: { name, payload } }));
+    return answer;
+  }
+
+  /**
+   * An event, as the engine's `ingestEvent` takes it (runtime/ingest-event.ts), on the runner's
+   * instances: per definition (in logicId order) its start trigger, then each version's message
+   * triggers. Every trigger is planned by the core before anything changes, so a refusal refuses
+   * the whole event and records nothing; then the starts are begun and the messages delivered,
+   * each instance's refusal recorded, and the runner driven to rest once, as the engine's workers
+   * take over after its one transaction.
+   */
+  event(type: string, payload: JsonValue, key: string, env: string): Promise<EventSent> {
+    return this.#exclusive(async () => {
+      const maxBytes = this.#opts.maxInputBytes ?? DEFAULT_MAX_INPUT_BYTES;
+      checkStorable('the event payload', payload, maxBytes);
+      const recorded = JSON.stringify([env, key]);
+      const seen = this.#events.get(recorded);
+      if (seen !== undefined) {
+        if (seen.type !== type || seen.payload !== canonicalJson(payload)) throw new EventKeyReused(key);
+        return { ...structuredClone(seen.answer), created: false };
+      }
+      const event: RoutedEvent = { type, payload, idempotencyKey: key };
+      const plans: { start: { logic: LogicVersion; input: JsonValue } | null; routes: { logic: LogicVersion; route: PlannedRoute }[] }[] = [];
+      for (const logicId of [...new Set(this.#logics.filter((l) => l.triggers?.some((t) => t.event === type)).map((l) => l.logicId))].sort()) {
+        const versions = this.#logics.filter((l) => l.logicId === logicId).sort((a, b) => a.version - b.version);
+        const active = versions.at(-1)!;
+        const trigger = startTriggerOn(active, type);
+        let start = null;
+        if (trigger !== undefined) {
+          const planned = await planStart(active, trigger, event);
+          if ('problems' in planned) throw new TriggerInputInvalid(type, `${logicId}@${active.version}`, planned.problems);
+          start = { logic: active, input: planned.input };
+        }
+        const routes = [];
+        for (const logic of versions) {
+          if (messageTriggersOn(logic, type).length === 0) continue;
+          const planned = await planRoutes(logic, event, maxBytes);
+          if (planned.problems.length > 0) throw new TriggerRouteInvalid(type, `${logicId}@${logic.version}`, planned.problems);
+          for (const route of planned.routes) {
+            // counted before anything changes: the runner cannot roll back as the engine's transaction does
+            const tooMany = route.match === null ? null : routeLimitProblem(this.#matching(logic, route.match, env).length);
+            if (tooMany !== null) throw new TriggerRouteInvalid(type, `${logicId}@${logic.version}`, [tooMany]);
+            routes.push({ logic, route });
+          }
+        }
+        plans.push({ start, routes });
+      }
+      const ids: string[] = [];
+      const delivered: EventSent['delivered'] = [];
+      for (const { start, routes } of plans) {
+        if (start !== null) {
+          const flow = new Flow(this, start.logic, newInstance(start.logic, start.input, { env }), null, 10_000);
+          this.#schedule(flow, await this.#commit(flow, { type: 'begin' }));
+          ids.push(flow.instance.id);
+        }
+        for (const { logic, route } of routes) {
+          if (route.match === null) continue;
+          for (const flow of this.#matching(logic, route.match, env)) {
+            const to = { workflowId: flow.instance.id, message: route.message };
+            try {
+              delivered.push({ ...to, status: (await this.#offer(flow, route.message, route.payload, route.key)).status });
+            } catch (err) {
+              // the core refuses before anything changes: the others still get it
+              if (!(err instanceof Refused)) throw err;
+              delivered.push({ ...to, status: 'refused', code: err.code });
+            }
+          }
+        }
+      }
+      const answer: EventSent = { ids, delivered, created: true, matched: ids.length + delivered.length > 0 };
+      this.#events.set(recorded, { type, payload: canonicalJson(payload), answer: structuredClone(answer) });
+      await this.#settle(this.now);
+      return answer;
+    });
+  }
+
+  /** The live instances of `logic`'s version in `env` that a route's match selects, in id order (as store/correlated-instances.ts finds them). */
+  #matching(logic: LogicVersion, match: RouteMatch, env: string): Flow[] {
+    const selects = (f: Flow): boolean => {
+      const i = f.instance;
+      if (i.env !== env || i.logicId !== logic.logicId || i.version !== logic.version || TERMINAL_STATES.has(i.state)) return false;
+      if ('correlationId' in match) return i.correlationId === match.correlationId;
+      const a = f.attributes.get(match.attribute);
+      return a !== undefined && a.type === match.type && a.value === match.value;
+    };
+    return [...this.flows.values()].filter(selects).sort((a, b) => (a.instance.id < b.instance.id ? -1 : a.instance.id > b.instance.id ? 1 : 0));
+  }
+
+  /**
+   * The migrate verb on one instance (runtime/migrations.ts `apply`): both versions checked as
+   * the engine checks them (a later version of the definition, a rename map that fits), the move
+   * decided by the core and journalled as a `migrate` event. The agenda stays as it is: a parked
+   * instance's timers and a retry's backoff carry over, as the store keeps its timers and `run_at`.
+   */
+  migrate(flow: Flow, toVersion: number, opts: MigrateOptions): Promise<Instance> {
+    return this.#exclusive(async () => {
+      const from = this.#version(flow.logic.logicId, opts.fromVersion ?? flow.instance.version);
+      const to = this.#version(flow.logic.logicId, toVersion);
+      if (to.version <= from.version) throw new MigrateBadTarget(from.logicId, from.version, to.version);
+      const renames = { ...opts.renames };
+      const problems = renameProblems(from, to, renames);
+      if (problems.length > 0) throw new MigrateBadRename(problems);
+      // asked of `from`: the instance may be on another version than the one the move names
+      const refusal = migrationRefusal(from, to, flow.instance, renames);
+      if (refusal !== null) throw new MigrateRefused(refusal);
+      await this.#commit(flow, { type: 'migrate', from: { version: from.version, hash: from.hash }, to: { version: to.version, hash: to.hash }, renames });
+      await this.#settle(this.now);
+      return flow.instance;
+    });
+  }
+
+  #version(logicId: string, version: number): LogicVersion {
+    const found = this.#logics.find((l) => l.logicId === logicId && l.version === version);
+    if (found === undefined) throw new Error(`the runner was not given ${logicId}@${version}: pass it in { logics }`);
+    return found;
   }
 
   timersOf(flow: Flow): VirtualTimer[] {
@@ -471,13 +668,15 @@ class Simulation {
     // the trace owns its copy: nothing a fake keeps can change it later
     const event = structuredClone(input);
     const before = flow.instance;
-    const t = await apply(flow.logic, before, event);
+    const t = await apply(flow.logic, before, event, false, (hash) => this.#logics.find((l) => l.hash === hash));
     if (t !== null) refuseOutsideTable(before, event, t);
     root.events++;
     const entry: TraceEntry = { event, decision: t === null ? null : decisionOf(t), atMs: this.now };
     flow.trace.entries.push(entry);
     if (t !== null) {
       flow.instance = t.instance;
+      if (event.type === 'migrate') flow.logic = this.#logics.find((l) => l.hash === event.to.hash)!;
+      setAttributes(flow, t.attributes);
       for (const a of t.attempts) if (a.op === 'finish' && a.state === 'parked') flow.parkedSeq = a.seq;
       for (const c of t.commands) await this.#perform(flow, c);
       const ended = !TERMINAL_STATES.has(before.state) && TERMINAL_STATES.has(t.instance.state);
@@ -626,6 +825,14 @@ function childrenState(flow: Flow, seq: number): ChildrenState {
       .filter((c) => c.instance.parentSeq === seq)
       .map((c) => ({ state: c.instance.state, output: c.instance.output, error: c.instance.error as JsonValue })),
   );
+}
+
+/** What the store writes of a transition's search attributes: set, or unset by null. */
+function setAttributes(flow: Flow, writes: Transition['attributes']): void {
+  for (const [name, w] of Object.entries(writes ?? {})) {
+    if (w === null) flow.attributes.delete(name);
+    else flow.attributes.set(name, w);
+  }
 }
 
 function newInstance(logic: LogicVersion, input: JsonValue, opts: RunOptions): Instance {
