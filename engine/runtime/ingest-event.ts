@@ -43,14 +43,16 @@ export interface IngestResult {
   matched: boolean;
 }
 
-/** The most live instances one message trigger may reach with one event: all are delivered to in its transaction. */
-export const MAX_ROUTED_INSTANCES = 1000;
+/** The most live instances one message trigger may reach with one event, unless FLOW_TRIGGER_REACH_MAX says otherwise: all are delivered to in its transaction. */
+export const DEFAULT_MAX_ROUTED_INSTANCES = 1000;
 
 export interface IngestDeps {
   logics: LogicCache;
   messages: Messages;
   /** The cap on what a message trigger builds (FLOW_MAX_INPUT_BYTES). */
   maxInputBytes: number;
+  /** The most live instances one message trigger reaches with one event (FLOW_TRIGGER_REACH_MAX). */
+  maxRoutedInstances: number;
 }
 
 /** Instance idempotency key of a trigger start: one instance per (event, logicId), whatever the retries. */
@@ -131,7 +133,7 @@ async function startOn(c: Client, logics: LogicCache, env: string, logicId: stri
  */
 async function routeTo(
   c: Client,
-  { messages, maxInputBytes }: IngestDeps,
+  { messages, maxInputBytes, maxRoutedInstances: most }: IngestDeps,
   env: string,
   logicId: string,
   e: IngestEventRequest,
@@ -147,9 +149,11 @@ async function routeTo(
     if (problems.length > 0) throw new TriggerRouteInvalid(e.type, label, problems);
     for (const route of routes) {
       if (route.match === null) continue;
-      const ids = await correlatedInstances(c, { logicId, version: logic.version, match: route.match, limit: MAX_ROUTED_INSTANCES + 1 });
-      if (ids.length > MAX_ROUTED_INSTANCES) {
-        throw new TriggerRouteInvalid(e.type, label, [`its match selects more than ${MAX_ROUTED_INSTANCES} live instances; one event reaches at most that many, so narrow the match`]);
+      const ids = await correlatedInstances(c, { logicId, version: logic.version, match: route.match, limit: most + 1 });
+      if (ids.length > most) {
+        throw new TriggerRouteInvalid(e.type, label, [
+          `its match selects more than ${most} live instances; one event reaches at most that many (FLOW_TRIGGER_REACH_MAX), so narrow the match`,
+        ]);
       }
       for (const id of ids) {
         const m = { name: route.message, payload: route.payload, key: route.key, sender: { subject: `event:${e.type}` } };
