@@ -5,6 +5,7 @@ import { BulkJobPage } from './pages/bulk-job.tsx';
 import { HandlersPage } from './pages/handlers.tsx';
 import { InstancePage } from './pages/instance.tsx';
 import { InstancesPage } from './pages/instances.tsx';
+import { MigratePage } from './pages/migrate.tsx';
 import { OverviewPage } from './pages/overview.tsx';
 import { SchedulesPage } from './pages/schedules.tsx';
 import { VersionPage, VersionsPage } from './pages/versions.tsx';
@@ -29,6 +30,7 @@ function route(path: string): [(p: PageProps & { params: string[] }) => preact.J
   if (parts[0] === 'versions' && parts[1] && parts[2]) return [VersionPage, [parts[1], parts[2]]];
   if (parts[0] === 'versions') return [VersionsPage, []];
   if (parts[0] === 'bulk' && parts[1]) return [BulkJobPage, [parts[1]]];
+  if (parts[0] === 'migrate' && parts[1]) return [MigratePage, [parts[1]]];
   if (parts[0] === 'schedules') return [SchedulesPage, []];
   if (parts[0] === 'handlers') return [HandlersPage, []];
   return [OverviewPage, []];

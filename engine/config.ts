@@ -14,6 +14,9 @@ import { isEnvName } from './store/tx.ts';
 import type { CircuitOptions, CircuitPolicy } from './runtime/circuits.ts';
 import { DEFAULT_THROTTLE_BUDGET_MS } from './core/hold.ts';
 import { DEFAULT_MESSAGE_BUFFER_MAX } from './core/messages.ts';
+import { DEFAULT_MAX_ROUTED_INSTANCES } from './core/event-routes.ts';
+import { DEFAULT_MAX_COMPAT_GROUPS } from './runtime/compatibility-report.ts';
+import { DEFAULT_MAX_USAGE_GROUPS } from './runtime/versions.ts';
 
 const list = z.string().transform(parseAllowlist);
 // a logicId glob as FLOW_HANDLER_<NAME>_SERVES lists them: logicId characters and `*`
@@ -44,6 +47,10 @@ const EnvSchema = z.object({
   // jsonb holds at most 255 MB; a value must also fit a commit's parameter with the rest
   FLOW_MAX_INPUT_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(DEFAULT_MAX_INPUT_BYTES),
   FLOW_MESSAGE_BUFFER_MAX: z.coerce.number().int().min(0).max(100_000).default(DEFAULT_MESSAGE_BUFFER_MAX),
+  // each is work done in one request or one transaction: a cap, never unbounded
+  FLOW_TRIGGER_REACH_MAX: z.coerce.number().int().min(1).max(100_000).default(DEFAULT_MAX_ROUTED_INSTANCES),
+  FLOW_COMPAT_GROUPS_MAX: z.coerce.number().int().min(1).max(100_000).default(DEFAULT_MAX_COMPAT_GROUPS),
+  FLOW_USAGE_GROUPS_MAX: z.coerce.number().int().min(1).max(100_000).default(DEFAULT_MAX_USAGE_GROUPS),
   FLOW_RETRY_AFTER_MAX_MS: z.coerce.number().int().min(0).max(MAX_WAIT_MS).default(DEFAULT_RETRY_AFTER_MAX_MS),
   FLOW_THROTTLE_BUDGET_MS: z.coerce.number().int().min(0).max(MAX_WAIT_MS).default(DEFAULT_THROTTLE_BUDGET_MS),
   FLOW_CIRCUIT_FAILURES: z.coerce.number().int().min(0).max(1_000_000).default(0),
@@ -103,6 +110,12 @@ export interface FlowConfig {
   maxBufferedMessages: number;
   /** The longest wait a `Retry-After` answer may impose. (Default: one hour) */
   maxRetryAfterMs: number;
+  /**
+   * Caps on what one event or one report may take on: live instances one message trigger reaches
+   * with one event, groups a compatibility report evaluates, groups the handler usage report looks
+   * at. (Default: 1000, 500, 2000)
+   */
+  caps: { maxRoutedInstances: number; maxCompatGroups: number; maxUsageGroups: number };
   /** How long in all 429/503 answers may hold a step without using an attempt. (Default: 15 minutes) */
   throttleBudgetMs: number;
   /** When handler circuits open: FLOW_CIRCUIT_* for all, FLOW_HANDLER_<NAME>_CIRCUIT_* per profile. (Default: never) */
@@ -167,6 +180,7 @@ export function loadConfig(raw: NodeJS.ProcessEnv = process.env): FlowConfig {
     maxInputBytes: env.FLOW_MAX_INPUT_BYTES,
     maxBufferedMessages: env.FLOW_MESSAGE_BUFFER_MAX,
     maxRetryAfterMs: env.FLOW_RETRY_AFTER_MAX_MS,
+    caps: { maxRoutedInstances: env.FLOW_TRIGGER_REACH_MAX, maxCompatGroups: env.FLOW_COMPAT_GROUPS_MAX, maxUsageGroups: env.FLOW_USAGE_GROUPS_MAX },
     retention: {
       days: env.FLOW_RETENTION_DAYS ?? null,
       envDays: retentionEnvDays(given),
@@ -244,6 +258,7 @@ export function engineOptionsFrom(config: FlowConfig, db: Db, extra: Partial<Eng
     maxInputBytes: config.maxInputBytes,
     maxBufferedMessages: config.maxBufferedMessages,
     maxRetryAfterMs: config.maxRetryAfterMs,
+    ...config.caps,
     throttleBudgetMs: config.throttleBudgetMs,
     circuits: config.circuits,
     stuck: config.stuck,

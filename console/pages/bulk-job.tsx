@@ -1,40 +1,15 @@
-import { useEffect, useState } from 'preact/hooks';
 import type { BulkJob } from '../../contracts/api/bulk.ts';
-import { get, post } from '../api.ts';
+import { post } from '../api.ts';
 import type { PageProps } from '../main.tsx';
-import { missing } from '../scopes.ts';
+import { JobProgress, useJob } from '../parts/job.tsx';
 import { Guarded, Problem, Short, State } from '../parts/ui.tsx';
+import { missing } from '../scopes.ts';
 
-
-/**
- * A bulk job's progress and per-instance results. While it runs the page re-reads the job every
- * half second (a job is a short-lived thing; the instance pages use server-sent events instead).
- */
+/** A bulk job's progress and per-instance results, followed while it runs. */
 export function BulkJobPage({ session, claims, params }: PageProps & { params: string[] }) {
-  const id = params[0]!;
-  const [job, setJob] = useState<BulkJob | null>(null);
-  const [error, setError] = useState<Error | null>(null);
-  useEffect(() => {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    let live = true;
-    const load = () =>
-      get<BulkJob>(session, `/bulk/${id}`).then(
-        (j) => {
-          if (!live) return;
-          setJob(j);
-          if (j.state === 'running') timer = setTimeout(load, 500);
-        },
-        (e) => live && setError(e),
-      );
-    load();
-    return () => {
-      live = false;
-      clearTimeout(timer);
-    };
-  }, [id, session.env]);
+  const { job, error, setJob, setError } = useJob(session, params[0]!);
   if (error) return <Problem error={error} />;
   if (job === null) return <p class="loading">Loading…</p>;
-  const pct = job.total === 0 ? 100 : Math.round((job.done / job.total) * 100);
   return (
     <main class="page bulk-job" data-testid="bulk-job" data-state={job.state}>
       <h1>
@@ -43,14 +18,13 @@ export function BulkJobPage({ session, claims, params }: PageProps & { params: s
       <p>
         by <b>{job.actor}</b> · reason “{job.reason}” · filter <code>{JSON.stringify(job.filter)}</code>
       </p>
-      <div class="progress" role="progressbar" aria-valuenow={job.done} aria-valuemax={job.total}>
-        <div style={{ width: `${pct}%` }} />
-        <span data-testid="bulk-progress">
-          {job.done} / {job.total} done · {job.failed} failed
-        </span>
-      </div>
+      <JobProgress job={job} />
       {job.state === 'running' ? (
-        <Guarded missing={missing(claims, `flow:${job.verb}`)} class="danger" onClick={() => post<BulkJob>(session, `/bulk/${job.id}/abort`, {}).then(setJob, setError)}>
+        <Guarded
+          missing={missing(claims, `flow:${job.verb}`, job.filter.logicId)}
+          class="danger"
+          onClick={() => post<BulkJob>(session, `/bulk/${job.id}/abort`, {}).then(setJob, setError)}
+        >
           Abort
         </Guarded>
       ) : null}

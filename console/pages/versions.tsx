@@ -5,10 +5,9 @@ import { get, patch } from '../api.ts';
 import type { PageProps } from '../main.tsx';
 import { CompatibilityCheck } from '../parts/compatibility.tsx';
 import { Diagram } from '../parts/diagram.tsx';
+import { Triggers } from '../parts/triggers.tsx';
 import { ago, Guarded, Problem, useLoad } from '../parts/ui.tsx';
 import { missing } from '../scopes.ts';
-
-
 
 export function VersionsPage({ session }: PageProps) {
   const { data, error } = useLoad(() => get<{ items: VersionSummary[] }>(session, '/logic-versions'), [session.env]);
@@ -78,11 +77,15 @@ export function VersionPage({ session, claims, params }: PageProps & { params: s
         onClick={() => patch(session, path, { active: !data.active }).then(reload, setFailure)}
       >
         {data.active ? 'Retire (drain: refuse new starts)' : 'Reactivate'}
-      </Guarded>
+      </Guarded>{' '}
+      <a class="button" href={`/ui/migrate/${encodeURIComponent(data.logicId)}?from=${data.version}`}>
+        Migrate its instances to a later version…
+      </a>
       <Problem error={failure} />
       <div class="diagram-box">
         <Diagram mmd={data.diagram} />
       </div>
+      <Triggers logic={data.logicVersion as Partial<LogicVersion>} />
       <CompatibilityCheck session={session} claims={claims} logicId={data.logicId} version={data.version} />
     </main>
   );

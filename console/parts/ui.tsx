@@ -27,10 +27,12 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): { data: T |
   return { data, error, reload: useCallback(() => setN((x) => x + 1), []) };
 }
 
+/** An error as the API answered it (problem+json): its code, its detail, and each problem it lists. */
 export function Problem({ error }: { error: Error | null }) {
   if (error === null) return null;
+  const listed = error instanceof ApiError ? problemsOf(error.errors) : [];
   return (
-    <p class="problem" role="alert">
+    <div class="problem" role="alert" data-code={error instanceof ApiError ? error.code : undefined}>
       {error instanceof ApiError ? <code>{error.code}</code> : null} {error.message}
       {error instanceof ApiError && error.code === 'FLOW_ENV_FORBIDDEN' ? (
         <span class="hint">
@@ -38,8 +40,21 @@ export function Problem({ error }: { error: Error | null }) {
           Pick one of the token's envs in the header, or open the console with <code>?env=NAME</code>.
         </span>
       ) : null}
-    </p>
+      {listed.length > 0 ? (
+        <ul class="problems">
+          {listed.map((p) => (
+            <li key={p}>{p}</li>
+          ))}
+        </ul>
+      ) : null}
+    </div>
   );
+}
+
+/** A problem's `errors` (`[{ path, message }]`) as lines; the detail already says what a lone one says. */
+function problemsOf(errors: unknown): string[] {
+  if (!Array.isArray(errors) || errors.length < 2) return [];
+  return errors.map((e: { path?: unknown; message?: unknown }) => (e.path ? `${String(e.path)}: ${String(e.message)}` : String(e.message)));
 }
 
 export const State = ({ state }: { state: string }) => <span class={`state s-${state}`}>{state.replace('_', ' ')}</span>;

@@ -29,12 +29,12 @@ export interface PlannedRoute {
 /** The message key of an event's delivery: derived from the event's key, so a second delivery of the event is a duplicate. */
 export const routeKey = (eventKey: string, message: string) => `event:${eventKey}:${message}`;
 
-/** The most live instances one message trigger may reach with one event (the engine delivers to all of them in one transaction). */
-export const MAX_ROUTED_INSTANCES = 1000;
+/** The most live instances one message trigger may reach with one event unless FLOW_TRIGGER_REACH_MAX says otherwise (the engine delivers to all of them in one transaction). */
+export const DEFAULT_MAX_ROUTED_INSTANCES = 1000;
 
 /** Why a route that selects `count` live instances refuses its event, or null when it may deliver to them all. */
-export function routeLimitProblem(count: number): string | null {
-  return count > MAX_ROUTED_INSTANCES ? `its match selects more than ${MAX_ROUTED_INSTANCES} live instances; one event reaches at most that many, so narrow the match` : null;
+export function routeLimitProblem(count: number, most = DEFAULT_MAX_ROUTED_INSTANCES): string | null {
+  return count > most ? `its match selects more than ${most} live instances; one event reaches at most that many (FLOW_TRIGGER_REACH_MAX), so narrow the match` : null;
 }
 
 /** The version's trigger that starts an instance on events of `type`: its first on the type that delivers no message. */

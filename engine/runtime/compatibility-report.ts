@@ -14,8 +14,8 @@ import { inEnv } from '../store/tx.ts';
 import { type Trace, ReplayDivergence, replay } from '../testing/trace.ts';
 import { readTrace } from './export-trace.ts';
 
-/** At most this many groups are listed and evaluated; past it the report says `truncated` and cannot be safe. */
-export const MAX_GROUPS = 500;
+/** At most this many groups are listed and evaluated, unless FLOW_COMPAT_GROUPS_MAX says otherwise; past it the report says `truncated` and cannot be safe. */
+export const DEFAULT_MAX_COMPAT_GROUPS = 500;
 
 /**
  * The compatibility report (docs/versions.md): the live instances of a published version, grouped
@@ -37,7 +37,7 @@ export async function compatibilityReport(
   const read = await inEnv(db, env, async (c) => {
     const from = await findComparedVersion(c, logicId, to.version, against);
     if (from === null) return null;
-    const found = await compatibilityGroups(c, logicId, from.version, opts.maxGroups ?? MAX_GROUPS);
+    const found = await compatibilityGroups(c, logicId, from.version, opts.maxGroups ?? DEFAULT_MAX_COMPAT_GROUPS);
     const representatives = new Map<string, Instance>();
     for (const g of found.groups) {
       const stored = await loadWorkflow(c, g.representative);

@@ -20,7 +20,7 @@ import { asScheduler, inEnv } from '../store/tx.ts';
 import type { FuncRuntime } from '../../host-functions/index.ts';
 import type { CompatibilityReport } from '../../contracts/api/compatibility.ts';
 import type { HandlerUsageList } from '../../contracts/api/handlers.ts';
-import { compatibilityReport } from './compatibility-report.ts';
+import { compatibilityReport, DEFAULT_MAX_COMPAT_GROUPS } from './compatibility-report.ts';
 import { dbFuncRuntime } from './module-store.ts';
 import { type ActedBy, type PublishResult, type VersionDetail, type VersionSummary, Versions } from './versions.ts';
 import { LogicCache } from './logic-cache.ts';
@@ -29,6 +29,7 @@ import { authorize, Operations } from './operations.ts';
 import { ResumeTokens } from './resume-tokens.ts';
 import { GrantGate } from './grant-gate.ts';
 import { OPERATOR_GRANT, type PublisherGrant } from '../../contracts/grants.ts';
+import { DEFAULT_MAX_ROUTED_INSTANCES } from '../core/event-routes.ts';
 import { IngestEventRequest, type IngestResult, ingestEvent } from './ingest-event.ts';
 import { OutboxRelay, type RelayTuning } from './outbox-relay.ts';
 import { startPinned } from './start-instance.ts';
@@ -111,6 +112,21 @@ export interface EngineOptions {
    */
   maxBufferedMessages?: number;
   /**
+   * The most live instances one message trigger may reach with one event; an event whose match
+   * selects more is refused with FLOW_TRIGGER_ROUTE_INVALID. (Default: 1000)
+   */
+  maxRoutedInstances?: number;
+  /**
+   * The most groups of live instances a compatibility report evaluates; past it the report is
+   * `truncated` and unsafe. (Default: 500)
+   */
+  maxCompatGroups?: number;
+  /**
+   * The most groups of live instances the handler usage report looks at; the instances beyond them
+   * count as still needing every path (`ungrouped`). (Default: 2000)
+   */
+  maxUsageGroups?: number;
+  /**
    * The longest wait a `Retry-After` answer may impose before the next attempt; a longer one is
    * cut to it. (Default: 3600000, one hour)
    */
@@ -186,6 +202,8 @@ export class Engine {
   readonly messages: Messages;
   readonly #callbackHosts: ReadonlySet<string>;
   readonly #maxInputBytes: number;
+  readonly #maxRoutedInstances: number;
+  readonly #maxCompatGroups: number;
 
   /** Handler and per-key limits: what is limited, and the permits (runtime/permits.ts). */
   readonly permits: Permits;
@@ -219,10 +237,19 @@ export class Engine {
       onError: (err) => this.#observer.onError?.(null, err),
       log: opts.logger ?? silentLogger,
     });
-    this.#versions = new Versions(opts.db, this.logics, this.#grants, handlers, (c, env, logicId) => this.schedules.syncDeclared(c, env, logicId));
+    this.#versions = new Versions(
+      opts.db,
+      this.logics,
+      this.#grants,
+      handlers,
+      (c, env, logicId) => this.schedules.syncDeclared(c, env, logicId),
+      opts.maxUsageGroups,
+    );
     this.tokens = new ResumeTokens(secret(opts.tokenSecret, 'FLOW_TOKEN_SECRET', production));
     this.#callbackHosts = new Set(opts.callbackAllowlist ?? []);
     this.#maxInputBytes = opts.maxInputBytes ?? DEFAULT_MAX_INPUT_BYTES;
+    this.#maxRoutedInstances = opts.maxRoutedInstances ?? DEFAULT_MAX_ROUTED_INSTANCES;
+    this.#maxCompatGroups = opts.maxCompatGroups ?? DEFAULT_MAX_COMPAT_GROUPS;
     const outboxSecret = secret(opts.outboxSecret, 'FLOW_OUTBOX_SECRET', production);
     const given = opts.executors ?? {};
     this.#ownFuncs = given.funcRuntime === undefined && given.func === undefined ? dbFuncRuntime(opts.db) : null;
@@ -415,7 +442,7 @@ export class Engine {
    * Reads only; calls nothing (engine/runtime/compatibility-report.ts).
    */
   compatibility(env: string, logicId: string, candidate: unknown, against?: number, opts: { replay?: number } = {}): Promise<CompatibilityReport> {
-    return compatibilityReport(this.db, env, logicId, candidate, against, opts);
+    return compatibilityReport(this.db, env, logicId, candidate, against, { ...opts, maxGroups: this.#maxCompatGroups });
   }
 
   /** One version: its document, active flag, in-flight count, publication time and Mermaid diagram. */
@@ -501,7 +528,13 @@ export class Engine {
     checkStorable('the event payload', parsed.data.payload ?? null, this.#maxInputBytes);
     const env = parsed.data.env ?? this.env;
     const { committed, ...result } = await inEnv(this.db, env, (c) =>
-      ingestEvent(c, { logics: this.logics, messages: this.messages, maxInputBytes: this.#maxInputBytes }, env, parsed.data, opts.traceContext),
+      ingestEvent(
+        c,
+        { logics: this.logics, messages: this.messages, maxInputBytes: this.#maxInputBytes, maxRoutedInstances: this.#maxRoutedInstances },
+        env,
+        parsed.data,
+        opts.traceContext,
+      ),
     );
     for (const done of committed) this.messages.told(done);
     if (result.created && (result.ids.length > 0 || committed.length > 0)) this.workers.wake();

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { grantInForce, mayConsumeEvent } from '../../contracts/grants.ts';
 import { Json } from '../../contracts/index.ts';
 import { Refused } from '../core/errors.ts';
-import { MAX_ROUTED_INSTANCES, messageTriggersOn, planRoutes, planStart, routeLimitProblem, startTriggerOn } from '../core/event-routes.ts';
+import { messageTriggersOn, planRoutes, planStart, routeLimitProblem, startTriggerOn } from '../core/event-routes.ts';
 import type { JsonValue } from '../core/instance.ts';
 import { EventKeyReused, TriggerInputInvalid, TriggerRouteInvalid } from '../errors.ts';
 import { correlatedInstances, versionsTriggeredBy } from '../store/correlated-instances.ts';
@@ -46,6 +46,8 @@ export interface IngestDeps {
   messages: Messages;
   /** The cap on what a message trigger builds (FLOW_MAX_INPUT_BYTES). */
   maxInputBytes: number;
+  /** The most live instances one message trigger reaches with one event (FLOW_TRIGGER_REACH_MAX). */
+  maxRoutedInstances: number;
 }
 
 /** Instance idempotency key of a trigger start: one instance per (event, logicId), whatever the retries. */
@@ -119,7 +121,7 @@ async function startOn(c: Client, logics: LogicCache, env: string, logicId: stri
  */
 async function routeTo(
   c: Client,
-  { messages, maxInputBytes }: IngestDeps,
+  { messages, maxInputBytes, maxRoutedInstances: most }: IngestDeps,
   env: string,
   logicId: string,
   e: IngestEventRequest,
@@ -135,8 +137,8 @@ async function routeTo(
     if (problems.length > 0) throw new TriggerRouteInvalid(e.type, label, problems);
     for (const route of routes) {
       if (route.match === null) continue;
-      const ids = await correlatedInstances(c, { logicId, version: logic.version, match: route.match, limit: MAX_ROUTED_INSTANCES + 1 });
-      const tooMany = routeLimitProblem(ids.length);
+      const ids = await correlatedInstances(c, { logicId, version: logic.version, match: route.match, limit: most + 1 });
+      const tooMany = routeLimitProblem(ids.length, most);
       if (tooMany !== null) throw new TriggerRouteInvalid(e.type, label, [tooMany]);
       for (const id of ids) {
         const m = { name: route.message, payload: route.payload, key: route.key, sender: { subject: `event:${e.type}` } };

@@ -48,8 +48,8 @@ export interface VersionDetail extends VersionSummary {
  * every engine node sees them without a restart (versions are read by hash on a cache miss,
  * modules by hash on first use).
  */
-/** At most this many groups of live instances are looked at by the handler usage report; the rest count as still calling. */
-export const MAX_USAGE_GROUPS = 2000;
+/** At most this many groups of live instances are looked at by the handler usage report, unless FLOW_USAGE_GROUPS_MAX says otherwise; the rest count as still calling. */
+export const DEFAULT_MAX_USAGE_GROUPS = 2000;
 
 export class Versions {
   constructor(
@@ -59,6 +59,8 @@ export class Versions {
     private readonly handlers: HandlerProfiles,
     /** Told, inside the transaction, when a definition's active versions may have changed (its declared schedules follow). */
     private readonly activeChanged: (c: Client, env: string, logicId: string) => Promise<void> = async () => {},
+    /** The handler usage report's cap on groups of live instances (FLOW_USAGE_GROUPS_MAX). */
+    private readonly maxUsageGroups = DEFAULT_MAX_USAGE_GROUPS,
   ) {}
 
   /**
@@ -116,7 +118,7 @@ export class Versions {
 
   /** Every handler path the env's versions call, and whether it may be turned off now (engine/core/handler-usage.ts). */
   async handlerUsage(env: string, readable: (logicId: string) => boolean, filter: { handler?: string; path?: string } = {}): Promise<HandlerUsageList> {
-    const { versions, groups } = await inEnv(this.db, env, async (c) => ({ versions: await versionsWithLive(c), groups: await liveGroups(c, MAX_USAGE_GROUPS) }));
+    const { versions, groups } = await inEnv(this.db, env, async (c) => ({ versions: await versionsWithLive(c), groups: await liveGroups(c, this.maxUsageGroups) }));
     const byVersion = new Map<string, typeof groups>();
     for (const g of groups) byVersion.set(`${g.logicId}@${g.version}`, [...(byVersion.get(`${g.logicId}@${g.version}`) ?? []), g]);
     const report = handlerUsage(versions.map((v) => ({ ...v, groups: byVersion.get(`${v.doc.logicId}@${v.doc.version}`) ?? [], readable: readable(v.doc.logicId) })));

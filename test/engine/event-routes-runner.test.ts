@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { LogicVersion } from '../../contracts/index.ts';
-import { MAX_ROUTED_INSTANCES } from '../../engine/core/event-routes.ts';
+import { DEFAULT_MAX_ROUTED_INSTANCES } from '../../engine/core/event-routes.ts';
 import { type Fake, fakes, replay, TestRunner } from '../../engine/testing/index.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 
@@ -185,14 +185,14 @@ describe('TestRunner events routed to waiting instances', () => {
     await expect(new TestRunner(nul, {}, { maxInputBytes: 1024 }).event(TYPE, { pad: 'x'.repeat(2000) })).rejects.toMatchObject({ code: 'FLOW_INPUT_TOO_LARGE' });
   });
 
-  it(`one route reaches at most ${MAX_ROUTED_INSTANCES} live instances: beyond, the event is refused before any is reached`, async () => {
+  it(`one route reaches at most ${DEFAULT_MAX_ROUTED_INSTANCES} live instances: beyond, the event is refused before any is reached`, async () => {
     const runner = new TestRunner(payments(), capture().fakes);
     const flows = [];
-    for (let i = 0; i <= MAX_ROUTED_INSTANCES; i++) flows.push(await runner.start({}, { correlationId: 'everyone' }));
+    for (let i = 0; i <= DEFAULT_MAX_ROUTED_INSTANCES; i++) flows.push(await runner.start({}, { correlationId: 'everyone' }));
     await expect(runner.event(TYPE, { paymentId: 'everyone', amount: 1 })).rejects.toMatchObject({ code: 'FLOW_TRIGGER_ROUTE_INVALID' });
     expect(flows.filter((f) => f.instance.state !== 'waiting' || f.buffered.length > 0)).toEqual([]);
     await flows[0]!.send('funds.settled', { amount: 1 });
-    expect((await runner.event(TYPE, { paymentId: 'everyone', amount: 2 })).delivered).toHaveLength(MAX_ROUTED_INSTANCES);
+    expect((await runner.event(TYPE, { paymentId: 'everyone', amount: 2 })).delivered).toHaveLength(DEFAULT_MAX_ROUTED_INSTANCES);
   });
 });
 

@@ -77,7 +77,8 @@ export async function startConsoleEnv(o: { sub: string; scope: string; logics?: 
     page,
     token: (c) => mintToken(SECRET, { sub: c.sub, envs: c.envs ?? ['*'], scope: c.scope }),
     shot: async (name) => {
-      await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+      // transitions finished (the progress bar's), so a shot shows what the page settled on
+      await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true, animations: 'disabled' });
     },
     async close() {
       await browser.close();
