@@ -7,8 +7,8 @@ const MAX_BATCH = 64;
 
 interface Waiting {
   param: string;
-  /** It takes permits (migrations 0037, 0038) or drops them: only commit_batch() can. */
-  touchesPermits: boolean;
+  /** It carries the permits of the instance's next attempt (migration 0037). */
+  takesPermits: boolean;
   resolve: (r: CommitReceipt) => void;
   reject: (err: unknown) => void;
 }
@@ -32,9 +32,9 @@ export class CommitBatcher {
   constructor(private readonly pool: pg.Pool) {}
 
   /** Commits one transition (commit_journaled()'s parameter, JSON); answers its receipt. */
-  commit = (param: string, touchesPermits = false): Promise<CommitReceipt> =>
+  commit = (param: string, takesPermits = false): Promise<CommitReceipt> =>
     new Promise((resolve, reject) => {
-      this.#waiting.push({ param, touchesPermits, resolve, reject });
+      this.#waiting.push({ param, takesPermits, resolve, reject });
       if (!this.#sending) void this.#send();
     });
 
@@ -72,8 +72,8 @@ export class CommitBatcher {
   }
 }
 
-/** One commit in a statement of its own: commit_batch() of one where it touches permits (only it can). */
+/** One commit in a statement of its own: commit_batch() of one where it takes permits (only it can). */
 async function alone(client: pg.PoolClient, w: Waiting): Promise<void> {
-  const sent = w.touchesPermits ? commitBatch(client, [w.param]).then(([r]) => r!) : commitOne(client, w.param).then((n) => ({ n, permits: null }));
+  const sent = w.takesPermits ? commitBatch(client, [w.param]).then(([r]) => r!) : commitOne(client, w.param).then((n) => ({ n, permits: null }));
   await sent.then(w.resolve, w.reject);
 }

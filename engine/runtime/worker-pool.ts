@@ -438,11 +438,8 @@ export class WorkerPool {
       // the next attempt's work without effects (a module run) overlaps this commit
       if (keep) startAhead(logic, t.instance, this.executors, this.timeoutCaps);
       let committed: boolean;
-      // a commit that lets the lease go drops the permits this attempt held (dead from now on), so
-      // no count of live permits reads them; unless waiters may want a release, which reads them
-      const dropPermits = this.#dropsPermits(keep, needs, held);
       try {
-        ({ committed, ahead } = await lease.committing(() => this.#commit(logic, stored, t, event, token, keep, dropPermits)));
+        ({ committed, ahead } = await lease.committing(() => this.#commit(logic, stored, t, event, token, keep)));
       } catch (err) {
         // Postgres refused the data of an attempt's result (checked before, yet refused): sending
         // it again cannot succeed, so the attempt fails permanently instead (storable.ts)
@@ -450,7 +447,7 @@ export class WorkerPool {
         event = { type: 'outcome', outcome: unstorableCommit(err, event.type === 'outcome' ? event.outcome : null) };
         t = (await apply(logic, instance, event, goOn))!;
         keep = keepsGoing(t, goOn);
-        ({ committed, ahead } = await lease.committing(() => this.#commit(logic, stored, t, event, token, keep, dropPermits)));
+        ({ committed, ahead } = await lease.committing(() => this.#commit(logic, stored, t, event, token, keep)));
       }
       this.observer.onTransition?.(stored.instance, t, committed);
       // what it held is dead with this commit (row_version moved on): wake who waits on it now
@@ -511,11 +508,6 @@ export class WorkerPool {
     return { t: (await apply(logic, instance, event, goOn))!, event };
   }
 
-  /** Whether a commit that lets the lease go should delete the attempt permits it held (migration 0038). */
-  #dropsPermits(keep: boolean, needs: readonly PermitNeed[], held: boolean): boolean {
-    return !keep && needs.length > 0 && !held && this.permits !== null && !this.permits.contended(needs);
-  }
-
   /**
    * Takes the permits of a claimed instance's first attempt, in the next batched commit rather
    * than a transaction of its own (migration 0038): granted, or the instance waits, its lease let go.
@@ -538,7 +530,6 @@ export class WorkerPool {
     event: TraceEvent,
     token: string,
     keep: boolean,
-    dropPermits: boolean,
   ): Promise<{ committed: boolean; ahead: { needs: PermitNeed[]; taken: Acquired | null } | null }> {
     const id = from.instance.id;
     const keepLease = keep ? { token, ttlMs: this.leaseMs } : null;
@@ -550,12 +541,12 @@ export class WorkerPool {
         // one statement, shared with the other instances committing now: commit_transition()
         // scopes each row to its instance's env (a fan-out still takes a transaction of its own)
         let taken: Acquired | null = null;
-        const send = async (param: string, touchesPermits: boolean) => {
-          const receipt = await this.#batcher.commit(param, touchesPermits);
+        const send = async (param: string, takesPermits: boolean) => {
+          const receipt = await this.#batcher.commit(param, takesPermits);
           taken = receipt.permits;
           return receipt;
         };
-        const opts = { keepLease, cancelChildren: this.#cancelTree, by: token, event, send, dropPermits, ...(needs === null ? {} : { permits: needs }) };
+        const opts = { keepLease, cancelChildren: this.#cancelTree, by: token, event, send, ...(needs === null ? {} : { permits: needs }) };
         if (await commitTransition(this.db, from, t, opts)) return { committed: true, ahead: needs === null ? null : { needs, taken } };
         const landed = attempt > 1 && (await asScheduler(this.db, (c) => commitLanded(c, { id, token, rowVersion: from.rowVersion })));
         // landed but unanswered: its permits (if it took them) are taken again, as the same holder's

@@ -37,7 +37,7 @@ export interface CommitOptions {
    * its receipt: the worker pool's batcher (runtime/commit-batcher.ts) puts it in a batch.
    * (Default: `commitOne` on the pool, on its own)
    */
-  send?: (param: string, touchesPermits: boolean) => Promise<CommitReceipt>;
+  send?: (param: string, takesPermits: boolean) => Promise<CommitReceipt>;
   /**
    * With `keepLease`: the permits the instance's next attempt needs, taken in the same statement
    * right after the commit (migration 0037); `send`'s receipt says whether they were. A commit
@@ -45,11 +45,6 @@ export interface CommitOptions {
    * before that attempt, as it takes a claimed instance's.
    */
   permits?: readonly PermitNeed[];
-  /**
-   * Without `keepLease`: the attempt-scoped permits the instance held die with this commit, so
-   * the same statement deletes them (migration 0038) rather than leaving them to the sweep.
-   */
-  dropPermits?: boolean;
 }
 
 /**
@@ -69,7 +64,6 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
     throw new TransitionRefused(to.id, from.instance.state, t.cause, to.state);
   }
   const takesPermits = opts.keepLease !== null && opts.permits !== undefined && opts.permits.length > 0;
-  const dropsPermits = opts.keepLease === null && opts.dropPermits === true;
   const param = {
     ...effectsParam(t, from.instance.ctx.outputs),
     env: to.env,
@@ -87,7 +81,6 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
     leaseMs: opts.keepLease?.ttlMs ?? 0,
     by: opts.by ?? null,
     ...(takesPermits ? { permits: needsParam(opts.permits!) } : {}),
-    ...(dropsPermits ? { dropPermits: true } : {}),
     notify: (to.state === 'pending' || to.state === 'compensating') && opts.keepLease === null,
     ...(opts.event === undefined ? {} : { journal: journalParam(from.rowVersion + 1, from.instance, opts.event, t) }),
   };
@@ -96,7 +89,7 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
   if ('pool' in on && (fanning || childEnded)) return inEnv(on, to.env, (c) => commitTransition(c, from, t, opts));
 
   const json = JSON.stringify(param);
-  const n = 'pool' in on ? (await (opts.send ?? (async (p) => ({ n: await commitOne(on.pool, p), permits: null })))(json, takesPermits || dropsPermits)).n : await commitOne(on, json);
+  const n = 'pool' in on ? (await (opts.send ?? (async (p) => ({ n: await commitOne(on.pool, p), permits: null })))(json, takesPermits)).n : await commitOne(on, json);
   if (n !== 1) return false;
   await writeFanOut(on as Client, t, opts);
   if (childEnded) await signalParent(on as Client, to, to.parentSeq!);

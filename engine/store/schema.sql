@@ -349,11 +349,6 @@ BEGIN
       CONTINUE;
     END IF;
     c := commit_journaled(p);
-    IF c = 1 AND p ? 'dropPermits' THEN
-      PERFORM set_config('role', 'flow_engine', true);
-      DELETE FROM permits pm WHERE pm.workflow_id = (p->>'id')::uuid AND pm.row_version IS NOT NULL;
-      PERFORM set_config('role', prev_role, true);
-    END IF;
     IF c = 1 AND p ? 'permits' THEN
       -- the lease kept by the commit: its token, and the row version the commit left
       SELECT * INTO a FROM acquire_permits((p->>'id')::uuid, (p->>'leaseToken')::uuid, (p->>'rowVersion')::bigint + 1, p->'permits');

@@ -11,12 +11,6 @@
 -- and the bucket lock is taken once a batch instead of once an instance.
 --
 -- Lock order is 0037's: the buckets of every element first, in one global order, then rows.
---
--- And a commit that lets the lease go (`dropPermits`) deletes the attempt permits it held: they
--- are dead from this commit on (their row version has moved), and until the sweep (once a second)
--- every acquire of the resource read them, and the workflow row of each, to count the live ones.
--- The worker asks for it only where no release will look for them (nobody was seen waiting):
--- release_permits() finds the buckets to wake through these rows.
 
 CREATE OR REPLACE FUNCTION commit_batch(ps jsonb)
 RETURNS TABLE (n integer, scope text, resource text, wait_ms float8, waiters boolean)
@@ -48,11 +42,6 @@ BEGIN
       CONTINUE;
     END IF;
     c := commit_journaled(p);
-    IF c = 1 AND p ? 'dropPermits' THEN
-      PERFORM set_config('role', 'flow_engine', true);
-      DELETE FROM permits pm WHERE pm.workflow_id = (p->>'id')::uuid AND pm.row_version IS NOT NULL;
-      PERFORM set_config('role', prev_role, true);
-    END IF;
     IF c = 1 AND p ? 'permits' THEN
       -- the lease kept by the commit: its token, and the row version the commit left
       SELECT * INTO a FROM acquire_permits((p->>'id')::uuid, (p->>'leaseToken')::uuid, (p->>'rowVersion')::bigint + 1, p->'permits');
