@@ -121,6 +121,9 @@ describe.skipIf(url === undefined)('the standalone engine, end to end on Postgre
     expect(notify).toHaveLength(1);
     expect(notify[0]).toMatchObject({ state: 'succeeded', output: { sent: true } });
     expect(service.log.find((l) => l.path === '/notify')?.status).toBe(202);
+    // the service notes the callback's answer when it reaches it, which may be after the commit
+    // that completed the instance (seen under CI load): wait for the note, not for a time
+    for (let i = 0; i < 200 && service.callbacks.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 25));
     expect(service.callbacks).toEqual([{ workflowId: id, state: 'completed' }]);
 
     // the audit names the token subject, never a body field, and so does the decision the later
