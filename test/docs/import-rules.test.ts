@@ -70,7 +70,7 @@ const inside = (path: string, folder: string) => path === folder || path.startsW
 const PRODUCT = ['contracts', 'sdk', 'compiler', 'host-functions', 'engine', 'cli', 'console', 'client'];
 
 /** The OpenTelemetry SDK packages: only `cli/telemetry-sdk.ts` imports them. */
-const OTEL_SDK = ['@opentelemetry/sdk-node', '@opentelemetry/exporter-trace-otlp-http', '@opentelemetry/sdk-trace-base'];
+const OTEL_SDK = ['@opentelemetry/sdk-node', '@opentelemetry/exporter-trace-otlp-proto', '@opentelemetry/exporter-trace-otlp-http', '@opentelemetry/sdk-trace-base'];
 
 /** [folder, folders or packages it must never import, with the reason ARCHITECTURE.md gives]. */
 const NEVER: [string, string[]][] = [

@@ -119,6 +119,37 @@ describe('tracing bootstrap', () => {
     expect(tracingWanted({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://127.0.0.1:4318/v1/traces' })).toBe(true);
     expect(tracingWanted({ OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: 'http://127.0.0.1:4318/v1/metrics' })).toBe(false);
   });
+
+  it('exports OTLP/HTTP protobuf unless OTEL_EXPORTER_OTLP_PROTOCOL asks for another, as the specification says', async () => {
+    const bodies: { type: string; bytes: number }[] = [];
+    const server = createServer((req, res) => {
+      let bytes = 0;
+      req.on('data', (c: Buffer) => {
+        bytes += c.length;
+      });
+      req.on('end', () => {
+        bodies.push({ type: String(req.headers['content-type']), bytes });
+        res.writeHead(200).end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const saved = { ...process.env };
+    try {
+      for (const protocol of [undefined, 'http/json']) {
+        process.env = { ...saved, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces` };
+        if (protocol !== undefined) process.env['OTEL_EXPORTER_OTLP_PROTOCOL'] = protocol;
+        const telemetry = (await startTelemetry())!;
+        tracer().startSpan('flow.start').end();
+        await telemetry.flush();
+        await telemetry.shutdown();
+      }
+    } finally {
+      process.env = saved;
+      await new Promise((resolve) => server.close(resolve));
+    }
+    expect(bodies.map((b) => b.type)).toEqual(['application/x-protobuf', 'application/json']);
+    expect(bodies.every((b) => b.bytes > 0)).toBe(true);
+  });
 });
 
 describe.skipIf(!process.env['DATABASE_URL'])('a payment traced end to end (postgres)', () => {
@@ -150,6 +181,8 @@ describe.skipIf(!process.env['DATABASE_URL'])('a payment traced end to end (post
     api = await testApi(engine);
     // the bootstrap `s8flow start` runs, on the standard variables
     process.env['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'] = `${receiver.url}/v1/traces`;
+    // JSON, so this receiver reads the spans without a protobuf decoder (the default is protobuf)
+    process.env['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'] = 'http/json';
     process.env['OTEL_SERVICE_NAME'] = 'flow-under-test';
     telemetry = await startTelemetry();
   }, 120_000);
