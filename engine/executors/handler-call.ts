@@ -17,8 +17,10 @@ export interface HandlerCall {
   timeoutMs: number;
   signal?: AbortSignal | undefined;
   maxBodyBytes?: number | undefined;
-  /** The calling span's trace context: the call gets a client span, and sends its `traceparent`. */
+  /** The calling span's trace context: the call sends its `traceparent` (http-call.ts, `HttpCall.trace`). */
   trace?: Context | undefined;
+  /** That context's span is the call's client span (a proxy step's attempt): see `HttpCall.traceIsCall`. */
+  traceIsCall?: boolean | undefined;
 }
 
 /**
@@ -41,6 +43,7 @@ export async function callHandler(handlers: HandlerProfiles, identities: Identit
       signal: c.signal,
       maxBodyBytes: c.maxBodyBytes,
       trace: c.trace,
+      traceIsCall: c.traceIsCall,
       // the identity's agent speaks TLS: a plain http:// service (development) gets the shared one
       ...(cred.agent === undefined || !url.startsWith('https:') ? {} : { agent: cred.agent }),
     });

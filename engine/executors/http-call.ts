@@ -1,7 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
-import { type Context, SpanKind } from '@opentelemetry/api';
+import { type Context, SpanKind, trace } from '@opentelemetry/api';
 import type { StepOutcome } from '../../contracts/index.ts';
 import { DEFAULT_MAX_INPUT_BYTES } from '../core/storable.ts';
 import { endWith, traceParentOf, tracer } from '../tracing.ts';
@@ -22,8 +22,17 @@ export interface HttpCall {
   signal?: AbortSignal;
   /** Resolves the host for this call only: the address the allowlist checked (allowlist.ts, `pinnedLookup`). */
   lookup?: LookupFunction;
-  /** The calling span's trace context (an attempt's, a host call's): the call gets a client span, and sends its `traceparent`. */
+  /**
+   * The calling span's trace context (an attempt's, a host call's): the call sends its
+   * `traceparent`, and gets a client span of its own under it, unless `traceIsCall`.
+   */
   trace?: Context | undefined;
+  /**
+   * The context's span is this call's client span: a proxy or http step's attempt, which is one
+   * call and is started as a CLIENT span (runtime/trace-spans.ts), so a step makes one span, not two.
+   * The call adds its HTTP attributes to it and leaves ending it to the attempt.
+   */
+  traceIsCall?: boolean | undefined;
   /** The agent presenting a handler's client certificate (engine/executors/m2m/tls.ts). (Default: a shared keep-alive agent) */
   agent?: http.Agent;
 }
@@ -36,13 +45,14 @@ const MAX_ERROR_BODY = 500;
  * timeouts are transient (honouring Retry-After); any other 4xx is permanent.
  */
 export async function callHttp(call: HttpCall): Promise<StepOutcome> {
-  // the HTTP client span, child of the attempt (or host call); the service gets its traceparent,
-  // so its own spans join the instance's trace
+  // the HTTP client span: the attempt's own (traceIsCall), or a child of the attempt or host call;
+  // the service gets its traceparent, so its own spans join the instance's trace
   if (call.trace === undefined) return classify(call);
-  const span = tracer().startSpan(call.method, { kind: SpanKind.CLIENT }, call.trace);
+  const given = call.traceIsCall === true ? trace.getSpan(call.trace) : undefined;
+  const span = given ?? tracer().startSpan(call.method, { kind: SpanKind.CLIENT }, call.trace);
   const traceparent = traceParentOf(span);
   if (traceparent === null) {
-    span.end();
+    if (given === undefined) span.end();
     return classify(call);
   }
   if (span.isRecording()) {
@@ -51,7 +61,7 @@ export async function callHttp(call: HttpCall): Promise<StepOutcome> {
   }
   const outcome = await classify({ ...call, headers: { ...call.headers, traceparent } });
   if (outcome.status === 'failed' && outcome.error.status !== undefined) span.setAttribute('http.response.status_code', outcome.error.status);
-  endWith(span, outcome);
+  if (given === undefined) endWith(span, outcome);
   return outcome;
 }
 

@@ -33,6 +33,7 @@ export function httpExecutor(allowlist: readonly string[], resolve: Resolve = sy
       timeoutMs: a.timeoutMs,
       signal: a.signal,
       trace: a.trace,
+      traceIsCall: true,
       ...(lookup === undefined ? {} : { lookup }),
       maxBodyBytes,
     });

@@ -17,6 +17,7 @@ export function proxyExecutor(handlers: HandlerProfiles, identities: Identities,
       timeoutMs: a.timeoutMs,
       signal: a.signal,
       trace: a.trace,
+      traceIsCall: true,
       maxBodyBytes,
     });
 }

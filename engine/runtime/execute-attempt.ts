@@ -72,6 +72,16 @@ export function startAhead(logic: LogicVersion, instance: Instance, executors: E
   ahead?.(def, { logic, instance, running, input: running.input, timeoutMs: cappedTimeoutMs(logic, running, def.kind, caps) });
 }
 
+/**
+ * Whether the prepared attempt is one HTTP call (a proxy or http step or compensation): its
+ * attempt span is then that call's client span, since the executors of those kinds say so
+ * (`traceIsCall`), and a step makes one span instead of an attempt span and a client span.
+ */
+export function isOneCall(logic: LogicVersion, running: Running): boolean {
+  const kind = effectOf(logic, running)?.kind;
+  return kind === 'proxy' || kind === 'http';
+}
+
 /** The effect the prepared attempt runs: the step's, or its compensation's. */
 export function effectOf(logic: LogicVersion, running: Running): EffectDef | undefined {
   const step = logic.steps[running.step];

@@ -1,4 +1,4 @@
-import { type Context, type Link, ROOT_CONTEXT, trace } from '@opentelemetry/api';
+import { type Context, type Link, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
 import type { TraceEvent } from '../core/journal.ts';
 import type { Instance } from '../core/instance.ts';
 import type { EffectResult } from '../executors/index.ts';
@@ -39,11 +39,13 @@ export function traceQueueWait(root: Context, stored: Stored): void {
 /**
  * flow.attempt (or flow.compensation): one attempt of the instance's prepared step or
  * compensation; `run` gets its context, so the executor's own spans (module run, host calls, the
- * HTTP client span that sends `traceparent`) are its children.
+ * HTTP client span that sends `traceparent`) are its children. An attempt that is one HTTP call
+ * (`oneCall`: a proxy or http step) is that call's CLIENT span itself, with its HTTP attributes.
  */
-export async function traceAttempt(root: Context, instance: Instance, run: (trace?: Context) => Promise<EffectResult>): Promise<EffectResult> {
+export async function traceAttempt(root: Context, instance: Instance, run: (trace?: Context) => Promise<EffectResult>, oneCall = false): Promise<EffectResult> {
   const running = instance.ctx.running;
-  const span = tracer().startSpan(running?.kind === 'compensation' ? 'flow.compensation' : 'flow.attempt', undefined, root);
+  const name = running?.kind === 'compensation' ? 'flow.compensation' : 'flow.attempt';
+  const span = tracer().startSpan(name, { kind: oneCall ? SpanKind.CLIENT : SpanKind.INTERNAL }, root);
   if (span.isRecording() && running !== null) {
     span.setAttributes({ ...stepAttributes(instance), [ATTR.attempt]: running.attempt, 'flow.generation': running.generation });
   }

@@ -13,7 +13,7 @@ import { acquireParam } from '../store/commit-batch.ts';
 import type { Db } from '../store/db.ts';
 import type { Stored } from '../store/rows.ts';
 import { asScheduler } from '../store/tx.ts';
-import { DEFAULT_TIMEOUT_CAPS, executeAttempt, startAhead, type TimeoutCaps } from './execute-attempt.ts';
+import { DEFAULT_TIMEOUT_CAPS, executeAttempt, isOneCall, startAhead, type TimeoutCaps } from './execute-attempt.ts';
 import type { LogicCache } from './logic-cache.ts';
 import type { ResumeTokens } from './resume-tokens.ts';
 import type { Transition } from '../core/transition.ts';
@@ -499,7 +499,7 @@ export class WorkerPool {
     const attempt = (trace?: Context) => executeAttempt(logic, instance, this.executors, this.tokens, { signal: lease.signal, halt, trace }, this.timeoutCaps);
     const handler = this.#circuits?.handlerOf(logic, instance) ?? null;
     const held = handler === null ? null : await this.#circuits!.before(instance, handler, attemptTimeoutMs(logic, instance.ctx.running!));
-    const result = storableResult(held ?? (await traceAttempt(root, instance, attempt)), this.limits);
+    const result = storableResult(held ?? (await traceAttempt(root, instance, attempt, isOneCall(logic, instance.ctx.running!))), this.limits);
     if (handler !== null && held === null && result.status !== 'progress') await this.#circuits!.after(instance, handler, result);
     if (halt.aborted && result.status === 'failed' && result.error.code === 'FUNC_ABORTED') return 'abandoned';
     this.observer.onAttempt?.(logic, instance, result, (performance.now() - began) / 1000);
