@@ -202,3 +202,41 @@ export async function migrationPlan(from: LogicVersion, to: LogicVersion, inst: 
     next: await previewContinue(to, moved),
   };
 }
+
+/** One instance of a shape group, as the dry run's page reads it: its id and place, and the attempt under way. */
+export interface GroupMember {
+  id: string;
+  state: string;
+  version: number;
+  currentStep: string | null;
+  runningAttempt: { step: string; attempt: number; idempotencyKey: string } | null;
+}
+
+/**
+ * The plan of `member` from the plan of its group's representative: the same refusal, landing and
+ * next steps, under the member's own id. It holds because the group's shape fixes everything the
+ * refusal reads and everything a key is made of but the id — the step, the generation and the
+ * visit (keys.step); only the attempt under way (its number, the key it already carries) is the
+ * member's own. The steps next are the representative's simulation: an instance whose outputs
+ * route a choice elsewhere would take that route instead (the compatibility report's premise).
+ */
+export function memberPlan(rep: MigrationPlan, member: GroupMember, renames: StepRenames): MigrationPlan {
+  const own = (s: string) => s.replaceAll(rep.workflowId, member.id);
+  const running = member.runningAttempt;
+  return {
+    workflowId: member.id,
+    state: member.state,
+    from: { version: member.version, step: member.currentStep },
+    refusal: rep.refusal === null ? null : { ...rep.refusal, message: own(rep.refusal.message), reasons: rep.refusal.reasons.map((r) => ({ ...r, message: own(r.message) })) },
+    lands: rep.lands,
+    keeps: rep.refusal !== null || running === null ? null : { step: renames[running.step] ?? running.step, attempt: running.attempt, idempotencyKey: running.idempotencyKey },
+    next:
+      rep.next === null
+        ? null
+        : {
+            ...rep.next,
+            steps: rep.next.steps.map((s) => ({ ...s, idempotencyKey: s.idempotencyKey === null ? null : own(s.idempotencyKey) })),
+            keptEffects: rep.next.keptEffects.map((k) => ({ ...k, compensationKey: own(k.compensationKey) })),
+          },
+  };
+}

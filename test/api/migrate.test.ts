@@ -49,7 +49,16 @@ describeEachDriver('migrations API', (getDb) => {
     const scope = 'flow:migrate:payments.* flow:read';
     const dry = await post(body({ dryRun: true }), scope);
     expect(dry.statusCode).toBe(200);
-    expect(dry.json()).toMatchObject({ dryRun: true, selected: 1, moves: 1, items: [{ workflowId: id, lands: { version: 2, step: 'approve' } }] });
+    expect(dry.json()).toMatchObject({
+      dryRun: true,
+      selected: 1,
+      moves: 1,
+      groups: [{ state: 'waiting', currentStep: 'approve', count: 1, representative: id, refusal: null, lands: { version: 2, step: 'approve' } }],
+      items: [{ workflowId: id, lands: { version: 2, step: 'approve' } }],
+      nextAfter: null,
+    });
+    const badPage = await post(body({ dryRun: true, pageSize: 0 }), scope);
+    expect([badPage.statusCode, badPage.json().code]).toEqual([422, 'FLOW_SCHEMA_INVALID']);
     const started = await post(body({ ids: [id] }), scope);
     expect([started.statusCode, started.json().verb]).toEqual([202, 'migrate']);
     let job = started.json();

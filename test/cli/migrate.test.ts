@@ -50,7 +50,22 @@ describe('s8flow migrate over the API', () => {
     expect(dry.code).toBe(0);
     expect(dry.out).toContain('cli.pay@1 → @2: 1 selected, 1 would move, 0 refused (dry run; --apply moves them)');
     expect(dry.out).toContain(`${id}  waiting at approval → @2 approval; keeps approval attempt 1 [${id}:approval:0]; next (if decision approval = ok): no call; stops completed at done`);
+    expect(dry.out).toContain('by shape, 1 group:\n  1 × waiting at approval → @2 approval; next (if decision approval = ok): no call; stops completed at done');
     expect((await engine.get(id)).version).toBe(1);
+
+    // the instances page by page, the cursor printed while more follow
+    const { id: second } = await engine.start({ logicId: 'cli.pay', version: 1, input: {} });
+    await engine.workers.drain();
+    const paged = await run('migrate', 'cli.pay', '--from', '1', '--to', '2', '--ids', `${id},${second}`, '--page-size', '1', ...target(admin));
+    expect(paged.out).toContain('2 selected, 2 would move');
+    expect(paged.out).toContain(`1 group:\n  2 × waiting at approval`);
+    expect(paged.out).toContain(`${id}  waiting at approval`);
+    expect(paged.out).not.toContain(`${second}  waiting`);
+    expect(paged.out).toContain(`more: --after ${id}`);
+    const next = await run('migrate', 'cli.pay', '--from', '1', '--to', '2', '--ids', `${id},${second}`, '--page-size', '1', '--after', id, ...target(admin));
+    expect(next.out).toContain(`instances after ${id}:\n${second}  waiting at approval → @2 approval; keeps approval attempt 1 [${second}:approval:0]`);
+    expect(next.out).not.toContain('more: --after');
+    expect((await run('migrate', 'cli.pay', '--from', '1', '--to', '2', '--page-size', 'x', ...target(admin))).code).toBe(2);
 
     expect((await run('migrate', 'cli.pay', '--from', '1', '--to', '2', '--ids', id, '--apply', ...target(admin))).code).toBe(2);
     const applied = await run('migrate', 'cli.pay', '--from', '1', '--to', '2', '--ids', id, '--apply', '--reason', 'fraud check', ...target(admin));
