@@ -6,7 +6,7 @@ import { ApiProblem, EXIT, exitFor, targetOf } from '../http.ts';
 import { progress, table } from '../table.ts';
 
 export const MIGRATE_USAGE =
-  's8flow migrate <logicId> --from N --to M [--ids ID,ID…] [--state S] [--step S] [--rename OLD=NEW]… [--limit N] [--after ID] [--page-size N] --reason R [--apply] [--url URL] [--token T] [--env E] [--json]';
+  's8flow migrate <logicId> --from N --to M [--ids ID,ID…] [--state S] [--step S] [--rename OLD=NEW]… [--limit N] [--after ID] [--page-size N] [--allow-retired] --reason R [--apply] [--url URL] [--token T] [--env E] [--json]';
 
 const out = (s: string) => process.stdout.write(s);
 
@@ -17,7 +17,7 @@ const out = (s: string) => process.stdout.write(s);
  * migration's bulk job and follows it to its end (exit 6 when an instance was refused).
  */
 export async function migrateCommand(argv: string[]): Promise<number> {
-  const args = parseArgs(argv, ['json', 'apply']);
+  const args = parseArgs(argv, ['json', 'apply', 'allow-retired']);
   const [logicId, ...extra] = args.positionals;
   if (logicId === undefined || extra.length > 0) throw new UsageError(`usage: ${MIGRATE_USAGE}`);
   const apply = flag(args, 'apply') === 'true';
@@ -99,6 +99,7 @@ function requestOf(args: Args, logicId: string, apply: boolean): Omit<MigrateReq
     ...(Object.keys(filter).length === 0 ? {} : { filter }),
     ...(Object.keys(renames).length === 0 ? {} : { renames }),
     ...(limit === undefined ? {} : { limit: Number(limit) }),
+    ...(flag(args, 'allow-retired') === 'true' ? { allowRetired: true } : {}),
   };
 }
 

@@ -19,6 +19,8 @@ interface Choice {
   step: string;
   ids: string;
   renames: string;
+  /** Move to a retired target too (else the API refuses it, FLOW_MIGRATE_TARGET_RETIRED). */
+  allowRetired: boolean;
 }
 
 /** `old=new, other=renamed` (commas or lines) as the rename map; anything else is named, not sent. */
@@ -45,6 +47,7 @@ function requestOf(logicId: string, c: Choice, reason: string): MigrateRequest {
     toVersion: c.to!,
     ...(ids.length > 0 ? { ids } : Object.keys(filter).length > 0 ? { filter } : {}),
     ...(renames ? { renames } : {}),
+    ...(c.allowRetired ? { allowRetired: true } : {}),
     reason,
   };
 }
@@ -75,7 +78,7 @@ export function MigratePage({ session, claims, url, params }: PageProps & { para
   const { data, error } = useLoad(() => get<{ items: VersionSummary[] }>(session, '/logic-versions'), [session.env]);
   const versions = (data?.items ?? []).filter((v) => v.logicId === logicId).sort((a, b) => a.version - b.version);
   const q = (k: string) => url.searchParams.get(k) ?? '';
-  const [choice, setChoice] = useState<Choice>({ from: Number(q('from')) || null, to: Number(q('to')) || null, state: q('state'), step: q('step'), ids: '', renames: '' });
+  const [choice, setChoice] = useState<Choice>({ from: Number(q('from')) || null, to: Number(q('to')) || null, state: q('state'), step: q('step'), ids: '', renames: '', allowRetired: false });
   const [preview, setPreview] = useState<MigrationPreview | null>(null);
   const [reason, setReason] = useState('');
   const [failure, setFailure] = useState<Error | null>(null);
@@ -163,6 +166,17 @@ export function MigratePage({ session, claims, url, params }: PageProps & { para
                 ))}
               </select>
             </label>
+            {tos.find((v) => v.version === to)?.active === false ? (
+              <label>
+                <input
+                  type="checkbox"
+                  aria-label="allow a retired target"
+                  checked={picked.allowRetired}
+                  onChange={(e) => set({ allowRetired: (e.target as HTMLInputElement).checked })}
+                />{' '}
+                allow a retired target
+              </label>
+            ) : null}
             <label>
               state{' '}
               <select aria-label="state" value={picked.state} onChange={(e) => set({ state: (e.target as HTMLSelectElement).value })}>

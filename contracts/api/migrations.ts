@@ -29,6 +29,8 @@ export const MigrateRequest = z
     renames: z.record(StepName, StepName).optional(),
     reason: Reason,
     dryRun: z.boolean().optional(),
+    /** Move to `toVersion` even when it is retired (else FLOW_MIGRATE_TARGET_RETIRED, 409). (Default: false) */
+    allowRetired: z.boolean().optional(),
     /** At most this many instances. (Default: 1000) */
     limit: z.int().min(1).max(MAX_MIGRATE).optional(),
     /** Dry run only: list the instances after this one (the previous page's `nextAfter`). (Default: from the first) */

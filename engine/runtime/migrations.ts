@@ -4,12 +4,12 @@ import { grants } from '../../contracts/scopes.ts';
 import type { Instance } from '../core/instance.ts';
 import type { MigrateEvent } from '../core/journal.ts';
 import { type MigrationPlan as CorePlan, memberPlan, migrate, migrationPlan, renameProblems, type StepRenames } from '../core/migrate.ts';
-import { MigrateBadRename, MigrateBadSelection, MigrateBadTarget, ScopeMissing } from '../errors.ts';
+import { MigrateBadRename, MigrateBadSelection, MigrateBadTarget, MigrateTargetRetired, ScopeMissing } from '../errors.ts';
 import { insertAudit } from '../store/audit.ts';
 import type { Db } from '../store/db.ts';
 import { ConcurrentUpdate, NotFound } from '../store/errors.ts';
 import { loadWorkflow } from '../store/load-workflow.ts';
-import { findLogicVersion } from '../store/logic-versions.ts';
+import { findLogicVersion, isVersionActive } from '../store/logic-versions.ts';
 import { migrateWorkflow } from '../store/migrate-workflow.ts';
 import { selectWorkflows } from '../store/select-workflows.ts';
 import { type Selection, shapeGroups, shapeKey, shapePage } from '../store/shape-groups.ts';
@@ -28,6 +28,8 @@ export interface MigrateArgs {
   fromVersion: number;
   toVersion: number;
   renames: StepRenames;
+  /** Move to a retired target too. (Default: false, FLOW_MIGRATE_TARGET_RETIRED) */
+  allowRetired?: boolean;
 }
 
 /**
@@ -162,7 +164,13 @@ function argsOf(req: MigrateRequest): MigrateArgs {
   const f = req.filter;
   if (f?.logicId !== undefined && f.logicId !== req.logicId) throw new MigrateBadSelection(`the filter names ${f.logicId}, the migration ${req.logicId}`);
   if (f?.version !== undefined && f.version !== req.fromVersion) throw new MigrateBadSelection(`the filter names version ${f.version}, the migration moves version ${req.fromVersion}`);
-  return { logicId: req.logicId, fromVersion: req.fromVersion, toVersion: req.toVersion, renames: req.renames ?? {} };
+  return {
+    logicId: req.logicId,
+    fromVersion: req.fromVersion,
+    toVersion: req.toVersion,
+    renames: req.renames ?? {},
+    ...(req.allowRetired === true ? { allowRetired: true } : {}),
+  };
 }
 
 /**
@@ -178,6 +186,8 @@ async function versionsOf(c: Client, args: MigrateArgs, actor: Actor): Promise<{
     if (!grants(actor.scopes, 'flow:migrate', doc.logicId)) throw new ScopeMissing(actor.subject, 'flow:migrate', `migrating to or from ${doc.logicId}@${doc.version}`);
   }
   if (to.logicId !== from.logicId || to.version <= from.version) throw new MigrateBadTarget(from.logicId, from.version, to.version);
+  // checked on every move too: a target retired while its job runs moves nothing more
+  if (args.allowRetired !== true && (await isVersionActive(c, to.logicId, to.version)) === false) throw new MigrateTargetRetired(to.logicId, to.version);
   const problems = renameProblems(from, to, args.renames);
   if (problems.length > 0) throw new MigrateBadRename(problems);
   return { from, to };

@@ -25,6 +25,8 @@ describeEachDriver('migrations API', (getDb) => {
     api = await testApi(engine);
     await engine.publish(v(1, 'done'), ENV);
     await engine.publish(v(2, 'fraud'), ENV);
+    await engine.publish(v(3, 'done'), ENV);
+    await engine.setVersionActive(ENV, 'payments.capture', 3, false);
   });
   afterAll(() => api.close());
 
@@ -39,6 +41,9 @@ describeEachDriver('migrations API', (getDb) => {
     }
     const bad = await post(body({ dryRun: true, toVersion: 1 }), 'flow:migrate:payments.*');
     expect([bad.statusCode, bad.json().code]).toEqual([422, 'FLOW_MIGRATE_BAD_TARGET']);
+    const retired = await post(body({ dryRun: true, toVersion: 3 }), 'flow:migrate');
+    expect([retired.statusCode, retired.json().code]).toEqual([409, 'FLOW_MIGRATE_TARGET_RETIRED']);
+    expect((await post(body({ dryRun: true, toVersion: 3, allowRetired: true }), 'flow:migrate')).statusCode).toBe(200);
     const schema = await post(body({ renames: { approve: 'not a step name!' } }), 'flow:migrate');
     expect([schema.statusCode, schema.json().code]).toEqual([422, "FLOW_SCHEMA_INVALID"]);
   });

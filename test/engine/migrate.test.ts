@@ -245,6 +245,19 @@ describeEachDriver('migrate', (getDb) => {
     expect(svc.calls('/flaky').map((r) => r.headers['idempotency-key'])).toEqual([`${id}:call:0`, `${id}:call:0`]);
   });
 
+  it('refuses a retired target (409, FLOW_MIGRATE_TARGET_RETIRED) unless the request allows it, in the dry run and in the job', async () => {
+    const { vs, ids } = await story(1);
+    const id = ids[0]!;
+    await engine.setVersionActive(ENV, vs.v1.logicId, 2, false);
+    const req = { logicId: vs.v1.logicId, fromVersion: 1, toVersion: 2, ids: [id], reason: 'fraud check' };
+    await expect(engine.ops.migrations.preview(req, OPS, { env: ENV })).rejects.toMatchObject({ code: 'FLOW_MIGRATE_TARGET_RETIRED', status: 409 });
+    await expect(job(req)).rejects.toMatchObject({ code: 'FLOW_MIGRATE_TARGET_RETIRED' });
+    expect(await engine.ops.migrations.preview({ ...req, allowRetired: true }, OPS, { env: ENV })).toMatchObject({ moves: 1 });
+    // the job keeps the permission: each move checks the target again
+    expect(await job({ ...req, allowRetired: true })).toMatchObject({ done: 1, failed: 0 });
+    expect((await engine.get(id, ENV)).version).toBe(2);
+  });
+
   it('refuses a target that is not a later version, a rename map that does not fit, and a caller without flow:migrate on the definition', async () => {
     const { vs } = await story(0);
     const base = { logicId: vs.v1.logicId, reason: 'x' };
