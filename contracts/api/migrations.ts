@@ -78,6 +78,8 @@ export const MigrationGroup = z
     compensations: z.array(z.string()),
     /** Steps entered more than once in this generation, with their visit count (part of their keys). */
     visits: z.record(z.string(), z.int()),
+    /** A worker holds them now (applying a wake-up): refused, retryable (FLOW_MIGRATE_PROCESSING). */
+    held: z.boolean(),
     count: z.int().min(1),
     /** The one planned; `next` names its keys. */
     representative: z.uuid(),

@@ -101,8 +101,20 @@ export function shapeOf(inst: Instance): InstanceShape {
   };
 }
 
+/**
+ * What the instance's row tells beyond the instance itself, as the store reads it (under the
+ * database clock, and under the row lock when it moves).
+ */
+export interface RowFacts {
+  /**
+   * A worker holds its lease now: a waiting instance whose timer fired and was claimed (it stays
+   * `waiting` while the worker applies the wake-up). (Default: false)
+   */
+  held?: boolean;
+}
+
 /** Why `inst` may not move from `from` to `to` under `renames`, or null when it may. */
-export function migrationRefusal(from: LogicVersion, to: LogicVersion, inst: Instance, renames: StepRenames): MigrateRefusal | null {
+export function migrationRefusal(from: LogicVersion, to: LogicVersion, inst: Instance, renames: StepRenames, row: RowFacts = {}): MigrateRefusal | null {
   const refuse = (code: MigrateCode, message: string, reasons: CompatReason[] = []): MigrateRefusal => ({
     code,
     message,
@@ -114,6 +126,10 @@ export function migrationRefusal(from: LogicVersion, to: LogicVersion, inst: Ins
   }
   if (inst.state === 'processing') {
     return refuse(MigrateCode.processing, `workflow ${inst.id} is running step ${inst.currentStep}: try again once it is parked or between steps`);
+  }
+  if (row.held === true && (inst.state === 'pending' || inst.state === 'waiting')) {
+    // moved under the worker, the wake-up it applies would be decided on the version it read
+    return refuse(MigrateCode.processing, `workflow ${inst.id} is ${inst.state} at ${inst.currentStep} but held by a worker applying its wake-up: try again once it is parked or between steps`);
   }
   if (inst.state !== 'pending' && inst.state !== 'waiting') {
     return refuse(MigrateCode.state, `workflow ${inst.id} is ${inst.state}: only an instance parked (waiting) or between steps (pending) moves`);
@@ -144,8 +160,8 @@ export function migrationRefusal(from: LogicVersion, to: LogicVersion, inst: Ins
  * name, and nothing else changed — same state, same attempt under way and key, same timers. Throws
  * MigrateRefused when `migrationRefusal` refuses it.
  */
-export function migrate(from: LogicVersion, to: LogicVersion, inst: Instance, renames: StepRenames): Transition {
-  const refusal = migrationRefusal(from, to, inst, renames);
+export function migrate(from: LogicVersion, to: LogicVersion, inst: Instance, renames: StepRenames, row: RowFacts = {}): Transition {
+  const refusal = migrationRefusal(from, to, inst, renames, row);
   if (refusal !== null) throw new MigrateRefused(refusal);
   const moved: Instance = { ...renamed(inst, renames), version: to.version, logicHash: to.hash };
   return { instance: moved, cause: 'verb.migrate', attempts: [], commands: [], runAfterMs: null, outputsChanged: [] };
@@ -188,11 +204,11 @@ export interface MigrationPlan {
 }
 
 /** Dry run of `migrate` for one instance: changes nothing, calls nothing. */
-export async function migrationPlan(from: LogicVersion, to: LogicVersion, inst: Instance, renames: StepRenames): Promise<MigrationPlan> {
+export async function migrationPlan(from: LogicVersion, to: LogicVersion, inst: Instance, renames: StepRenames, row: RowFacts = {}): Promise<MigrationPlan> {
   const base = { workflowId: inst.id, state: inst.state, from: { version: inst.version, step: inst.currentStep } };
-  const refusal = migrationRefusal(from, to, inst, renames);
+  const refusal = migrationRefusal(from, to, inst, renames, row);
   if (refusal !== null) return { ...base, refusal, lands: null, keeps: null, next: null };
-  const moved = migrate(from, to, inst, renames).instance;
+  const moved = migrate(from, to, inst, renames, row).instance;
   const running = moved.ctx.running;
   return {
     ...base,

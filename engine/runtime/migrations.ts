@@ -11,6 +11,7 @@ import { ConcurrentUpdate, NotFound } from '../store/errors.ts';
 import { loadWorkflow } from '../store/load-workflow.ts';
 import { findLogicVersion, isVersionActive } from '../store/logic-versions.ts';
 import { migrateWorkflow } from '../store/migrate-workflow.ts';
+import { migrationFacts } from '../store/migration-facts.ts';
 import { selectWorkflows } from '../store/select-workflows.ts';
 import { type Selection, shapeGroups, shapeKey, shapePage } from '../store/shape-groups.ts';
 import { type Client, inEnv } from '../store/tx.ts';
@@ -67,7 +68,7 @@ export class Migrations {
         for (const g of await shapeGroups(c, selection)) {
           const rep = await loadWorkflow(c, g.representative);
           if (rep === null) throw new Error(`the representative ${g.representative} of a shape group is gone within one snapshot`);
-          const plan = await migrationPlan(from, to, rep.instance, args.renames);
+          const plan = await migrationPlan(from, to, rep.instance, args.renames, { held: g.held });
           plans.set(shapeKey(g), plan);
           const { logicHash: _hash, ...shape } = g;
           const { refusal, lands, next } = wire(plan);
@@ -122,7 +123,7 @@ export class Migrations {
         to: { version: to.version, hash: to.hash },
         renames: { ...args.renames },
       };
-      const t = migrate(from, to, stored.instance, args.renames);
+      const t = migrate(from, to, stored.instance, args.renames, await migrationFacts(c, id));
       if (!(await migrateWorkflow(c, stored, t, event))) throw new ConcurrentUpdate(id);
       await insertAudit(c, {
         workflowId: id,

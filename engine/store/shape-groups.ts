@@ -10,8 +10,8 @@ export type Selection = { ids: readonly string[] } | { filter: WorkflowFilter; l
 /**
  * What a migration's verdict on an instance depends on, but for its id: its version and state,
  * where it is and what is running, its generation, the sets of steps it holds an output of and a
- * compensation still to run of, and the steps it entered more than once (`visits`, part of their
- * keys). Two instances of one shape get the same refusal, landing and next steps, each under its
+ * compensation still to run of, the steps it entered more than once (`visits`, part of their
+ * keys), and whether a worker holds it now. Two instances of one shape get the same refusal, landing and next steps, each under its
  * own id (core/migrate.ts, `memberPlan`).
  */
 export interface SelectedShape {
@@ -24,6 +24,8 @@ export interface SelectedShape {
   outputs: string[];
   compensations: string[];
   visits: Record<string, number>;
+  /** A worker holds its lease now (core/migrate.ts, RowFacts). */
+  held: boolean;
 }
 
 /** A group of the selection: its shape, how many, and one of them (the least id) to plan. */
@@ -48,6 +50,7 @@ interface ShapeRow {
   outputs: string[];
   compensations: string[];
   visits: Record<string, number>;
+  held: boolean;
 }
 
 /**
@@ -65,7 +68,9 @@ function selectionCte(s: Selection, params: unknown[]): string {
                   ORDER BY w.created_at, w.id LIMIT $${params.length}::int)`;
 }
 
-const SHAPE_COLUMNS = 'logic_hash, version, state, current_step, running, generation, outputs, compensations, visits';
+const SHAPE_COLUMNS = 'logic_hash, version, state, current_step, running, generation, outputs, compensations, visits, held';
+/** Held by a worker now, on the database clock (core/migrate.ts, RowFacts). */
+const HELD = 'coalesce(w.lease_expires_at > now(), false) AS held';
 
 /**
  * The selection grouped by shape, in one statement: only groups reach Node, the largest first.
@@ -80,12 +85,12 @@ export async function shapeGroups(c: Client, s: Selection): Promise<SelectedGrou
        SELECT w.logic_hash, w.version, w.state, w.current_step, x.ctx->'running'->>'kind' AS running, w.generation,
               x.ctx->'order' AS outputs,
               jsonb_path_query_array(x.ctx->'compensations', '$[*] ? (@.state != "succeeded").step') AS compensations,
-              coalesce(x.ctx->'visits', '{}') AS visits,
+              coalesce(x.ctx->'visits', '{}') AS visits, ${HELD},
               count(*) AS n, min(w.id::text) AS representative
        FROM sel JOIN workflows w ON w.id = sel.id CROSS JOIN LATERAL (SELECT w.ctx OFFSET 0) x
-       GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
+       GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
      ), shaped AS (
-       SELECT logic_hash, version, state, current_step, running, generation, visits, n, representative,
+       SELECT logic_hash, version, state, current_step, running, generation, visits, held, n, representative,
               coalesce((SELECT array_agg(DISTINCT o ORDER BY o) FROM jsonb_array_elements_text(outputs) o), '{}') AS outputs,
               coalesce((SELECT array_agg(DISTINCT s ORDER BY s) FROM jsonb_array_elements_text(compensations) s), '{}') AS compensations
        FROM raw
@@ -114,7 +119,7 @@ export async function shapePage(c: Client, s: Selection, after: string | null, s
             coalesce((SELECT array_agg(DISTINCT o ORDER BY o) FROM jsonb_array_elements_text(w.ctx->'order') o), '{}') AS outputs,
             coalesce((SELECT array_agg(DISTINCT s ORDER BY s)
                         FROM jsonb_array_elements_text(jsonb_path_query_array(w.ctx->'compensations', '$[*] ? (@.state != "succeeded").step')) s), '{}') AS compensations,
-            coalesce(w.ctx->'visits', '{}') AS visits,
+            coalesce(w.ctx->'visits', '{}') AS visits, ${HELD},
             CASE WHEN w.ctx->'running' IS NOT NULL AND jsonb_typeof(w.ctx->'running') = 'object'
                  THEN jsonb_build_object('step', w.ctx->'running'->'step', 'attempt', w.ctx->'running'->'attempt', 'idempotencyKey', w.ctx->'running'->'idempotencyKey') END AS running_attempt,
             start.found
@@ -130,7 +135,7 @@ export async function shapePage(c: Client, s: Selection, after: string | null, s
 
 /** The group a shape belongs to: equal shapes, equal keys (the arrays sorted, `visits` as jsonb prints it). */
 export function shapeKey(s: SelectedShape): string {
-  return JSON.stringify([s.logicHash, s.state, s.currentStep, s.running, s.generation, s.outputs, s.compensations, s.visits]);
+  return JSON.stringify([s.logicHash, s.state, s.currentStep, s.running, s.generation, s.outputs, s.compensations, s.visits, s.held]);
 }
 
 function shapeOf(r: ShapeRow): SelectedShape {
@@ -144,5 +149,6 @@ function shapeOf(r: ShapeRow): SelectedShape {
     outputs: r.outputs,
     compensations: r.compensations,
     visits: r.visits,
+    held: r.held,
   };
 }

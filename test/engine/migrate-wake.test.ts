@@ -2,6 +2,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { StepDef } from '../../contracts/index.ts';
 import { BulkJobs } from '../../engine/runtime/bulk-jobs.ts';
 import type { Engine } from '../../engine/runtime/engine.ts';
+import { advanceClock, fireDueTimers } from '../../engine/store/timers.ts';
+import { asScheduler } from '../../engine/store/tx.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { advance, settle, testEngine } from '../support/engine.ts';
@@ -154,5 +156,22 @@ describeEachDriver('a parked instance, migrated, wakes and runs to its end on th
     await settle(engine);
     await endsOnTarget(id, 2);
     expect(new Set(svc.calls('/busy').map((r) => r.headers['idempotency-key']))).toEqual(new Set([`${id}:call:0`]));
+  });
+
+  it('a waiting instance a worker holds (its timer fired and leased it) is refused, retryable, and runs on where it is', async () => {
+    const { logicId } = await publish('wait', { kind: 'delay', duration: 'PT1H' });
+    const id = await started(logicId, 'wait');
+    // the timer fires and leases the instance, as a timer poll hands it to its worker
+    await asScheduler(engine.db, (c) => advanceClock(c, HOUR + 1_000));
+    const fired = await fireDueTimers(engine.db.pool, 100, { limit: 100, leaseMs: 60_000 });
+    expect(fired.leased.map((w) => w.instance.id)).toContain(id);
+    expect((await engine.get(id, ENV)).state).toBe('waiting');
+    const plan = await engine.ops.migrations.preview({ logicId, fromVersion: 1, toVersion: 2, ids: [id], reason: 'x' }, OPS, { env: ENV });
+    expect(plan.items[0]?.refusal).toMatchObject({ code: 'FLOW_MIGRATE_PROCESSING', retryable: true });
+    expect(await migrate(logicId, id, 2)).toMatchObject({ status: 'failed', error: { code: 'FLOW_MIGRATE_PROCESSING' } });
+    // the worker's lease runs out (it was never run here): the instance is reclaimed and ends on v1
+    await asScheduler(engine.db, (c) => c.query(`UPDATE workflows SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]));
+    await settle(engine);
+    expect(await engine.get(id, ENV)).toMatchObject({ state: 'completed', version: 1 });
   });
 });
