@@ -80,6 +80,8 @@ export const MigrationGroup = z
     visits: z.record(z.string(), z.int()),
     /** A worker holds them now (applying a wake-up): refused, retryable (FLOW_MIGRATE_PROCESSING). */
     held: z.boolean(),
+    /** Names of the messages buffered for them, waiting for a waitFor step. */
+    messages: z.array(z.string()),
     count: z.int().min(1),
     /** The one planned; `next` names its keys. */
     representative: z.uuid(),

@@ -111,6 +111,8 @@ export interface RowFacts {
    * `waiting` while the worker applies the wake-up). (Default: false)
    */
   held?: boolean;
+  /** Names of the messages buffered for it, sorted (compatibility's `messages`). (Default: none) */
+  messages?: string[];
 }
 
 /** Why `inst` may not move from `from` to `to` under `renames`, or null when it may. */
@@ -148,7 +150,7 @@ export function migrationRefusal(from: LogicVersion, to: LogicVersion, inst: Ins
       `workflow ${inst.id} has a compensation of ${renamedCompensations.join(', ')} registered: renamed, it would run under another key than its effect's`,
     );
   }
-  const { verdict, reasons } = compatibility(from, to, shapeOf(inst), renames);
+  const { verdict, reasons } = compatibility(from, to, { ...shapeOf(inst), messages: row.messages ?? [] }, renames);
   if (verdict === 'safe') return null;
   const compensations = reasons.filter((r) => COMPENSATION_CODES.has(r.code));
   if (compensations.length > 0) return refuse(MigrateCode.compensation, compensations.map((r) => r.message).join('; '), reasons);

@@ -68,7 +68,7 @@ export class Migrations {
         for (const g of await shapeGroups(c, selection)) {
           const rep = await loadWorkflow(c, g.representative);
           if (rep === null) throw new Error(`the representative ${g.representative} of a shape group is gone within one snapshot`);
-          const plan = await migrationPlan(from, to, rep.instance, args.renames, { held: g.held });
+          const plan = await migrationPlan(from, to, rep.instance, args.renames, { held: g.held, messages: g.messages });
           plans.set(shapeKey(g), plan);
           const { logicHash: _hash, ...shape } = g;
           const { refusal, lands, next } = wire(plan);

@@ -7,6 +7,12 @@ import type { Client } from './tx.ts';
  * instance between this read and the move: a claim takes the same lock.
  */
 export async function migrationFacts(c: Client, id: string): Promise<RowFacts> {
-  const res = await c.query<{ held: boolean }>('SELECT coalesce(lease_expires_at > now(), false) AS held FROM workflows WHERE id = $1', [id]);
-  return { held: res.rows[0]?.held ?? false };
+  const res = await c.query<{ held: boolean; messages: string[] }>(
+    `SELECT coalesce(w.lease_expires_at > now(), false) AS held,
+            coalesce((SELECT array_agg(DISTINCT m.name ORDER BY m.name) FROM workflow_messages m WHERE m.workflow_id = w.id AND m.state = 'buffered'), '{}') AS messages
+       FROM workflows w WHERE w.id = $1`,
+    [id],
+  );
+  const row = res.rows[0];
+  return { held: row?.held ?? false, messages: row?.messages ?? [] };
 }

@@ -11,7 +11,7 @@ export type Selection = { ids: readonly string[] } | { filter: WorkflowFilter; l
  * What a migration's verdict on an instance depends on, but for its id: its version and state,
  * where it is and what is running, its generation, the sets of steps it holds an output of and a
  * compensation still to run of, the steps it entered more than once (`visits`, part of their
- * keys), and whether a worker holds it now. Two instances of one shape get the same refusal, landing and next steps, each under its
+ * keys), whether a worker holds it now, and the names of the messages buffered for it. Two instances of one shape get the same refusal, landing and next steps, each under its
  * own id (core/migrate.ts, `memberPlan`).
  */
 export interface SelectedShape {
@@ -26,6 +26,8 @@ export interface SelectedShape {
   visits: Record<string, number>;
   /** A worker holds its lease now (core/migrate.ts, RowFacts). */
   held: boolean;
+  /** Names of the messages buffered for it, sorted. */
+  messages: string[];
 }
 
 /** A group of the selection: its shape, how many, and one of them (the least id) to plan. */
@@ -51,6 +53,7 @@ interface ShapeRow {
   compensations: string[];
   visits: Record<string, number>;
   held: boolean;
+  messages: string[];
 }
 
 /**
@@ -68,9 +71,15 @@ function selectionCte(s: Selection, params: unknown[]): string {
                   ORDER BY w.created_at, w.id LIMIT $${params.length}::int)`;
 }
 
-const SHAPE_COLUMNS = 'logic_hash, version, state, current_step, running, generation, outputs, compensations, visits, held';
+const SHAPE_COLUMNS = 'logic_hash, version, state, current_step, running, generation, outputs, compensations, visits, held, messages';
 /** Held by a worker now, on the database clock (core/migrate.ts, RowFacts). */
 const HELD = 'coalesce(w.lease_expires_at > now(), false) AS held';
+/**
+ * The selection's buffered message names per instance, sorted: one pass over the few buffered
+ * rows (workflow_messages_buffered), hash-joined, rather than a lookup per instance.
+ */
+const BUFFERED = `LEFT JOIN (SELECT m.workflow_id, array_agg(DISTINCT m.name ORDER BY m.name) AS names
+                               FROM workflow_messages m WHERE m.state = 'buffered' GROUP BY m.workflow_id) b ON b.workflow_id = w.id`;
 
 /**
  * The selection grouped by shape, in one statement: only groups reach Node, the largest first.
@@ -85,12 +94,12 @@ export async function shapeGroups(c: Client, s: Selection): Promise<SelectedGrou
        SELECT w.logic_hash, w.version, w.state, w.current_step, x.ctx->'running'->>'kind' AS running, w.generation,
               x.ctx->'order' AS outputs,
               jsonb_path_query_array(x.ctx->'compensations', '$[*] ? (@.state != "succeeded").step') AS compensations,
-              coalesce(x.ctx->'visits', '{}') AS visits, ${HELD},
+              coalesce(x.ctx->'visits', '{}') AS visits, ${HELD}, coalesce(b.names, '{}') AS messages,
               count(*) AS n, min(w.id::text) AS representative
-       FROM sel JOIN workflows w ON w.id = sel.id CROSS JOIN LATERAL (SELECT w.ctx OFFSET 0) x
-       GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+       FROM sel JOIN workflows w ON w.id = sel.id CROSS JOIN LATERAL (SELECT w.ctx OFFSET 0) x ${BUFFERED}
+       GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
      ), shaped AS (
-       SELECT logic_hash, version, state, current_step, running, generation, visits, held, n, representative,
+       SELECT logic_hash, version, state, current_step, running, generation, visits, held, messages, n, representative,
               coalesce((SELECT array_agg(DISTINCT o ORDER BY o) FROM jsonb_array_elements_text(outputs) o), '{}') AS outputs,
               coalesce((SELECT array_agg(DISTINCT s ORDER BY s) FROM jsonb_array_elements_text(compensations) s), '{}') AS compensations
        FROM raw
@@ -119,11 +128,11 @@ export async function shapePage(c: Client, s: Selection, after: string | null, s
             coalesce((SELECT array_agg(DISTINCT o ORDER BY o) FROM jsonb_array_elements_text(w.ctx->'order') o), '{}') AS outputs,
             coalesce((SELECT array_agg(DISTINCT s ORDER BY s)
                         FROM jsonb_array_elements_text(jsonb_path_query_array(w.ctx->'compensations', '$[*] ? (@.state != "succeeded").step')) s), '{}') AS compensations,
-            coalesce(w.ctx->'visits', '{}') AS visits, ${HELD},
+            coalesce(w.ctx->'visits', '{}') AS visits, ${HELD}, coalesce(b.names, '{}') AS messages,
             CASE WHEN w.ctx->'running' IS NOT NULL AND jsonb_typeof(w.ctx->'running') = 'object'
                  THEN jsonb_build_object('step', w.ctx->'running'->'step', 'attempt', w.ctx->'running'->'attempt', 'idempotencyKey', w.ctx->'running'->'idempotencyKey') END AS running_attempt,
             start.found
-       FROM start LEFT JOIN sel ON sel.pos > start.pos LEFT JOIN workflows w ON w.id = sel.id
+       FROM start LEFT JOIN sel ON sel.pos > start.pos LEFT JOIN workflows w ON w.id = sel.id ${BUFFERED}
       ORDER BY sel.pos LIMIT ${n}`,
     params,
   );
@@ -135,7 +144,7 @@ export async function shapePage(c: Client, s: Selection, after: string | null, s
 
 /** The group a shape belongs to: equal shapes, equal keys (the arrays sorted, `visits` as jsonb prints it). */
 export function shapeKey(s: SelectedShape): string {
-  return JSON.stringify([s.logicHash, s.state, s.currentStep, s.running, s.generation, s.outputs, s.compensations, s.visits, s.held]);
+  return JSON.stringify([s.logicHash, s.state, s.currentStep, s.running, s.generation, s.outputs, s.compensations, s.visits, s.held, s.messages]);
 }
 
 function shapeOf(r: ShapeRow): SelectedShape {
@@ -150,5 +159,6 @@ function shapeOf(r: ShapeRow): SelectedShape {
     compensations: r.compensations,
     visits: r.visits,
     held: r.held,
+    messages: r.messages,
   };
 }

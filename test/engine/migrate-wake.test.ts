@@ -174,4 +174,33 @@ describeEachDriver('a parked instance, migrated, wakes and runs to its end on th
     await settle(engine);
     expect(await engine.get(id, ENV)).toMatchObject({ state: 'completed', version: 1 });
   });
+
+  it('refuses to strand a buffered message: the target no longer waits for it after where the instance lands (FLOW_COMPAT_MESSAGE_UNTAKEN)', async () => {
+    const logicId = `t.wake${++counter}`;
+    const approval: StepDef = { kind: 'decision', options: ['approve'], next: 'settle' };
+    const v1 = makeLogic({ logicId, version: 1, start: 'approval', steps: { approval, settle: { kind: 'waitFor', message: 'funds.settled', next: 'done' }, done: { kind: 'pass' } } });
+    // the step renamed, and waiting for another message: the buffered one would never be taken
+    const v2 = makeLogic({
+      logicId,
+      version: 2,
+      start: 'approval',
+      steps: { approval: { ...approval, next: 'settlement' }, settlement: { kind: 'waitFor', message: 'ledger.settled', next: 'done' }, done: { kind: 'pass' } },
+    });
+    for (const doc of [v1, v2]) await engine.publish(doc, ENV);
+    const id = await started(logicId, 'approval');
+    const other = await started(logicId, 'approval');
+    await engine.deliverMessage(id, { name: 'funds.settled', payload: { ref: 'L-3' }, key: `early-${id}`, sender: SENDER }, { env: ENV });
+    const req = { logicId, fromVersion: 1, toVersion: 2, ids: [id, other], renames: { settle: 'settlement' }, reason: 'x', dryRun: true };
+    const plan = await engine.ops.migrations.preview(req, OPS, { env: ENV });
+    expect(plan.items.map((i) => [i.workflowId, i.refusal?.code ?? null, i.refusal?.reasons.map((r) => r.code) ?? []])).toEqual([
+      [id, 'FLOW_MIGRATE_UNSAFE', ['FLOW_COMPAT_MESSAGE_UNTAKEN']],
+      // with nothing buffered, the same instance moves
+      [other, null, []],
+    ]);
+    expect(await migrate(logicId, id, 2, { settle: 'settlement' })).toMatchObject({ status: 'failed', error: { code: 'FLOW_MIGRATE_UNSAFE' } });
+    expect((await engine.get(id, ENV)).version).toBe(1);
+    await engine.resume(id, { step: 'approval', option: 'approve', approver: DECIDER }, { env: ENV });
+    await settle(engine);
+    expect(await engine.get(id, ENV)).toMatchObject({ state: 'completed', version: 1 });
+  });
 });
