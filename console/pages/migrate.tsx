@@ -1,7 +1,8 @@
 import { useState } from 'preact/hooks';
 import type { BulkJob } from '../../contracts/api/bulk.ts';
 import type { VersionSummary } from '../../contracts/api/logic-versions.ts';
-import { MAX_MIGRATE_PAGE, type MigrateRequest, type MigrationPreview } from '../../contracts/api/migrations.ts';
+import type { MigrateRequest, MigrationPreview } from '../../contracts/api/migrations.ts';
+import { MAX_MIGRATE_PAGE } from '../../contracts/migrate-limits.ts';
 import { get, post, type Session } from '../api.ts';
 import type { PageProps } from '../main.tsx';
 import { JobProgress, useJob } from '../parts/job.tsx';

@@ -2,12 +2,10 @@ import { z } from 'zod';
 import { LogicId, StepName, VersionNumber } from '../logic-version.ts';
 import { InstanceFilter } from './bulk.ts';
 import { Reason } from './common.ts';
+import { MAX_MIGRATE, MAX_MIGRATE_PAGE } from '../migrate-limits.ts';
 import { CompatibilityGroup, CompatibilityReason } from './compatibility.ts';
 
-/** The most instances one migration selects. */
-export const MAX_MIGRATE = 10_000;
-/** The most instances one page of a dry run lists. */
-export const MAX_MIGRATE_PAGE = 1_000;
+export { MAX_MIGRATE, MAX_MIGRATE_PAGE };
 
 /**
  * `POST /v1/envs/{env}/migrations`: move instances of `logicId@fromVersion` to `toVersion` (any
