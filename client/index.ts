@@ -85,9 +85,10 @@ export interface FlowClient {
    */
   checkCompatibility(logicVersion: { logicId: string }, opts?: { against?: number; replay?: number }): Promise<CompatibilityReport>;
   /**
-   * The dry run of a migration (docs/versions.md, "Migrating instances"): per selected instance of
-   * `fromVersion`, where it would land on `toVersion`, what would run next under which keys, or
-   * why it stays. Nothing changes.
+   * The dry run of a migration (docs/versions.md, "Migrating instances"): per group of selected
+   * instances of `fromVersion` of one shape, and per instance of one page (`after`, `pageSize`),
+   * where it would land on `toVersion`, what would run next under which keys, or why it stays.
+   * Nothing changes.
    */
   previewMigration(req: Omit<MigrateRequest, 'dryRun'>): Promise<MigrationPreview>;
   /** Starts the migration's server-side bulk job; follow it with `bulkJob(id)`. */

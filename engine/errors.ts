@@ -284,6 +284,17 @@ export class MigrateBadTarget extends FlowError {
   }
 }
 
+/** A migration to a retired version, which the request did not allow (`allowRetired`). */
+export class MigrateTargetRetired extends FlowError {
+  constructor(logicId: string, toVersion: number) {
+    super(
+      'FLOW_MIGRATE_TARGET_RETIRED',
+      `${logicId}@${toVersion} is retired: instances moved to it would run a version taken out of service; reactivate it, migrate to an active version, or say allowRetired: true (--allow-retired)`,
+      { status: 409 },
+    );
+  }
+}
+
 /** A rename map that does not fit the two versions (core/migrate.ts, renameProblems). */
 export class MigrateBadRename extends FlowError {
   constructor(problems: string[]) {

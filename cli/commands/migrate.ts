@@ -1,12 +1,12 @@
 import { createFlowClient, FlowApiError } from '../../client/index.ts';
 import type { BulkJob } from '../../contracts/api/bulk.ts';
-import type { MigrateRequest, MigrationPlan } from '../../contracts/api/migrations.ts';
+import type { MigrateRequest, MigrationGroup, MigrationPlan } from '../../contracts/api/migrations.ts';
 import { type Args, flag, parseArgs, UsageError } from '../args.ts';
 import { ApiProblem, EXIT, exitFor, targetOf } from '../http.ts';
 import { progress, table } from '../table.ts';
 
 export const MIGRATE_USAGE =
-  's8flow migrate <logicId> --from N --to M [--ids ID,ID…] [--state S] [--step S] [--rename OLD=NEW]… [--limit N] --reason R [--apply] [--url URL] [--token T] [--env E] [--json]';
+  's8flow migrate <logicId> --from N --to M [--ids ID,ID…] [--state S] [--step S] [--rename OLD=NEW]… [--limit N] [--after ID] [--page-size N] [--allow-retired] --reason R [--apply] [--url URL] [--token T] [--env E] [--json]';
 
 const out = (s: string) => process.stdout.write(s);
 
@@ -17,7 +17,7 @@ const out = (s: string) => process.stdout.write(s);
  * migration's bulk job and follows it to its end (exit 6 when an instance was refused).
  */
 export async function migrateCommand(argv: string[]): Promise<number> {
-  const args = parseArgs(argv, ['json', 'apply']);
+  const args = parseArgs(argv, ['json', 'apply', 'allow-retired']);
   const [logicId, ...extra] = args.positionals;
   if (logicId === undefined || extra.length > 0) throw new UsageError(`usage: ${MIGRATE_USAGE}`);
   const apply = flag(args, 'apply') === 'true';
@@ -26,11 +26,16 @@ export async function migrateCommand(argv: string[]): Promise<number> {
   const client = createFlowClient({ baseUrl: t.url, token: t.token, env: t.env });
   try {
     if (!apply) {
-      const p = await client.previewMigration(req);
+      const at = page(args);
+      const p = await client.previewMigration({ ...req, ...at });
       if (flag(args, 'json') === 'true') out(`${JSON.stringify(p, null, 2)}\n`);
       else {
         out(`${p.logicId}@${p.from.version} → @${p.to.version}: ${p.selected} selected, ${p.moves} would move, ${p.refused} refused (dry run; --apply moves them)\n`);
+        out(`by shape, ${p.groups.length} group${p.groups.length === 1 ? '' : 's'}:\n`);
+        for (const g of p.groups) out(`  ${groupLine(g)}\n`);
+        out(`instances${at.after === undefined ? '' : ` after ${at.after}`}:\n`);
         for (const item of p.items) out(`${planLine(item)}\n`);
+        if (p.nextAfter !== null) out(`more: --after ${p.nextAfter}\n`);
       }
       return EXIT.ok;
     }
@@ -55,6 +60,14 @@ export async function migrateCommand(argv: string[]): Promise<number> {
     }
     throw err;
   }
+}
+
+/** `--after`, `--page-size`: which page of the dry run's instances. */
+function page(args: Args): { after?: string; pageSize?: number } {
+  const after = flag(args, 'after');
+  const size = flag(args, 'page-size');
+  if (size !== undefined && !(Number.isInteger(Number(size)) && Number(size) >= 1)) throw new UsageError(`--page-size takes a whole number >= 1: ${MIGRATE_USAGE}`);
+  return { ...(after === undefined ? {} : { after }), ...(size === undefined ? {} : { pageSize: Number(size) }) };
 }
 
 function requestOf(args: Args, logicId: string, apply: boolean): Omit<MigrateRequest, 'dryRun'> {
@@ -86,7 +99,15 @@ function requestOf(args: Args, logicId: string, apply: boolean): Omit<MigrateReq
     ...(Object.keys(filter).length === 0 ? {} : { filter }),
     ...(Object.keys(renames).length === 0 ? {} : { renames }),
     ...(limit === undefined ? {} : { limit: Number(limit) }),
+    ...(flag(args, 'allow-retired') === 'true' ? { allowRetired: true } : {}),
   };
+}
+
+/** One shape group of the dry run on one line: how many, where they are, and where they land or why they stay (keys: its representative's). */
+function groupLine(g: MigrationGroup): string {
+  const at = `${g.count} × ${g.state} at ${g.currentStep ?? '—'}`;
+  if (g.refusal !== null) return `${at}: REFUSED ${g.refusal.code}${g.refusal.retryable ? ' (retryable)' : ''}: ${g.refusal.message}`;
+  return `${at} → @${g.lands!.version} ${g.lands!.step ?? '—'}; next${g.next?.assumes ? ` (if ${g.next.assumes})` : ''}: ${nextOf(g.next)} (keys of ${g.representative})`;
 }
 
 /** One instance of the dry run on one line: where it lands, the key it keeps, what runs next under which keys; or its refusal. */
@@ -94,8 +115,13 @@ function planLine(p: MigrationPlan): string {
   const at = `${p.workflowId}  ${p.state} at ${p.from.step ?? '—'}`;
   if (p.refusal !== null) return `${at}: REFUSED ${p.refusal.code}${p.refusal.retryable ? ' (retryable)' : ''}: ${p.refusal.message}`;
   const keeps = p.keeps === null ? '' : `; keeps ${p.keeps.step} attempt ${p.keeps.attempt} [${p.keeps.idempotencyKey}]`;
-  const calls = (p.next?.steps ?? []).filter((s) => s.callsOut).map((s) => `${s.step}${s.compensation ? ' (undo)' : ''} [${s.idempotencyKey}]`);
-  const stops = p.next === null ? '' : `; stops ${p.next.stopsAt.state}${p.next.stopsAt.step ? ` at ${p.next.stopsAt.step}` : ''}`;
   const assumes = p.next?.assumes ? ` (if ${p.next.assumes})` : '';
-  return `${at} → @${p.lands!.version} ${p.lands!.step ?? '—'}${keeps}; next${assumes}: ${calls.join(' → ') || 'no call'}${stops}`;
+  return `${at} → @${p.lands!.version} ${p.lands!.step ?? '—'}${keeps}; next${assumes}: ${nextOf(p.next)}`;
+}
+
+/** The calls that run next under their keys, and where the simulation stops. */
+function nextOf(next: MigrationPlan['next']): string {
+  const calls = (next?.steps ?? []).filter((s) => s.callsOut).map((s) => `${s.step}${s.compensation ? ' (undo)' : ''} [${s.idempotencyKey}]`);
+  const stops = next === null ? '' : `; stops ${next.stopsAt.state}${next.stopsAt.step ? ` at ${next.stopsAt.step}` : ''}`;
+  return `${calls.join(' → ') || 'no call'}${stops}`;
 }

@@ -2,7 +2,8 @@ import { useState } from 'preact/hooks';
 import type { BulkJob } from '../../contracts/api/bulk.ts';
 import type { VersionSummary } from '../../contracts/api/logic-versions.ts';
 import type { MigrateRequest, MigrationPreview } from '../../contracts/api/migrations.ts';
-import { get, post } from '../api.ts';
+import { MAX_MIGRATE_PAGE } from '../../contracts/migrate-limits.ts';
+import { get, post, type Session } from '../api.ts';
 import type { PageProps } from '../main.tsx';
 import { JobProgress, useJob } from '../parts/job.tsx';
 import { MigrationPlanView } from '../parts/migration-plan.tsx';
@@ -19,6 +20,8 @@ interface Choice {
   step: string;
   ids: string;
   renames: string;
+  /** Move to a retired target too (else the API refuses it, FLOW_MIGRATE_TARGET_RETIRED). */
+  allowRetired: boolean;
 }
 
 /** `old=new, other=renamed` (commas or lines) as the rename map; anything else is named, not sent. */
@@ -45,21 +48,38 @@ function requestOf(logicId: string, c: Choice, reason: string): MigrateRequest {
     toVersion: c.to!,
     ...(ids.length > 0 ? { ids } : Object.keys(filter).length > 0 ? { filter } : {}),
     ...(renames ? { renames } : {}),
+    ...(c.allowRetired ? { allowRetired: true } : {}),
     reason,
   };
 }
 
 /**
+ * The ids of every instance a dry run of `req` says would move, page by page (the dry run lists
+ * one page of its instances at a time; a selection holds at most MAX_MIGRATE).
+ */
+async function movingIds(session: Session, req: MigrateRequest): Promise<string[]> {
+  const ids: string[] = [];
+  let after: string | null = null;
+  do {
+    const p: MigrationPreview = await post<MigrationPreview>(session, '/migrations', { ...req, dryRun: true, pageSize: MAX_MIGRATE_PAGE, ...(after === null ? {} : { after }) });
+    ids.push(...p.items.filter((i) => i.refusal === null).map((i) => i.workflowId));
+    after = p.nextAfter;
+  } while (after !== null);
+  return ids;
+}
+
+/**
  * Moves instances of one version of a definition to a later one: a dry run through the API first
- * (per instance where it lands, what runs next under which keys, or why it stays), then the move,
- * a server-side bulk job over the instances the dry run said would move, followed here.
+ * (per group of instances of one shape, and per instance a page at a time: where they land, what
+ * runs next under which keys, or why they stay), then the move, a server-side bulk job over the
+ * instances a dry run of the same request says would move, followed here.
  */
 export function MigratePage({ session, claims, url, params }: PageProps & { params: string[] }) {
   const logicId = params[0]!;
   const { data, error } = useLoad(() => get<{ items: VersionSummary[] }>(session, '/logic-versions'), [session.env]);
   const versions = (data?.items ?? []).filter((v) => v.logicId === logicId).sort((a, b) => a.version - b.version);
   const q = (k: string) => url.searchParams.get(k) ?? '';
-  const [choice, setChoice] = useState<Choice>({ from: Number(q('from')) || null, to: Number(q('to')) || null, state: q('state'), step: q('step'), ids: '', renames: '' });
+  const [choice, setChoice] = useState<Choice>({ from: Number(q('from')) || null, to: Number(q('to')) || null, state: q('state'), step: q('step'), ids: '', renames: '', allowRetired: false });
   const [preview, setPreview] = useState<MigrationPreview | null>(null);
   const [reason, setReason] = useState('');
   const [failure, setFailure] = useState<Error | null>(null);
@@ -97,11 +117,18 @@ export function MigratePage({ session, claims, url, params }: PageProps & { para
       setJobId(null);
       setPreview(await post<MigrationPreview>(session, '/migrations', { ...requestOf(logicId, picked, reason.trim() || 'dry run'), dryRun: true }));
     });
-  const apply = (p: MigrationPreview) =>
+  const more = (p: MigrationPreview) =>
     send(async () => {
-      // the instances the dry run said would move, and no others: each is checked again as it moves
-      const { filter: _filter, ...rest } = requestOf(logicId, picked, reason.trim());
-      const ids = p.items.filter((i) => i.refusal === null).map((i) => i.workflowId);
+      const page = await post<MigrationPreview>(session, '/migrations', { ...requestOf(logicId, picked, reason.trim() || 'dry run'), dryRun: true, after: p.nextAfter });
+      setPreview({ ...page, items: [...p.items, ...page.items] });
+    });
+  const apply = () =>
+    send(async () => {
+      // the instances the dry run says would move, and no others: each is checked again as it moves
+      const req = requestOf(logicId, picked, reason.trim());
+      const { filter: _filter, ...rest } = req;
+      const ids = await movingIds(session, req);
+      if (ids.length === 0) throw new Error('no instance of the selection would move now: run the dry run again');
       const started = await post<BulkJob>(session, '/migrations', { ...rest, ids });
       job.setJob(started);
       setJobId(started.id);
@@ -140,6 +167,17 @@ export function MigratePage({ session, claims, url, params }: PageProps & { para
                 ))}
               </select>
             </label>
+            {tos.find((v) => v.version === to)?.active === false ? (
+              <label>
+                <input
+                  type="checkbox"
+                  aria-label="allow a retired target"
+                  checked={picked.allowRetired}
+                  onChange={(e) => set({ allowRetired: (e.target as HTMLInputElement).checked })}
+                />{' '}
+                allow a retired target
+              </label>
+            ) : null}
             <label>
               state{' '}
               <select aria-label="state" value={picked.state} onChange={(e) => set({ state: (e.target as HTMLSelectElement).value })}>
@@ -178,13 +216,18 @@ export function MigratePage({ session, claims, url, params }: PageProps & { para
             Dry run: {preview.logicId}@{preview.from.version} → @{preview.to.version}
           </h2>
           <MigrationPlanView preview={preview} {...(job.job !== null && job.job.id === jobId ? { results: new Map(job.job.items.map((i) => [i.workflowId, i])) } : {})} />
+          {preview.nextAfter !== null ? (
+            <button type="button" disabled={busy} onClick={() => void more(preview)}>
+              Show more instances ({preview.items.length} of {preview.selected} shown)
+            </button>
+          ) : null}
           {jobId === null ? (
             <div class="row apply">
               <label class="reason">
                 reason (recorded in every moved instance's audit){' '}
                 <input aria-label="migrate reason" value={reason} onInput={(e) => setReason((e.target as HTMLInputElement).value)} />
               </label>
-              <Guarded class="danger" missing={lack} disabled={busy || reason.trim() === '' || preview.moves === 0} onClick={() => void apply(preview)}>
+              <Guarded class="danger" missing={lack} disabled={busy || reason.trim() === '' || preview.moves === 0} onClick={() => void apply()}>
                 Migrate {preview.moves} instance{preview.moves === 1 ? '' : 's'} to @{preview.to.version}
               </Guarded>
             </div>

@@ -1,11 +1,13 @@
 import type { BulkItem } from '../../contracts/api/bulk.ts';
-import type { MigrationPlan, MigrationPreview } from '../../contracts/api/migrations.ts';
+import type { MigrationGroup, MigrationPlan, MigrationPreview } from '../../contracts/api/migrations.ts';
 import { Short, State } from './ui.tsx';
 
 /**
- * A migration's dry run (docs/versions.md, "Migrating instances"): per instance where it is, where
- * it would land or why it stays, the attempt under way it keeps, and what would run next on the
- * target under which idempotency keys. With `results` (the job's items), what the move did.
+ * A migration's dry run (docs/versions.md, "Migrating instances"): per group of instances of one
+ * shape how many, where they land or why they stay; then per instance of the pages loaded where
+ * it is, where it would land or why it stays, the attempt under way it keeps, and what would run
+ * next on the target under which idempotency keys. With `results` (the job's items), what the
+ * move did.
  */
 export function MigrationPlanView({ preview, results }: { preview: MigrationPreview; results?: Map<string, BulkItem> }) {
   const to = `@${preview.to.version}`;
@@ -16,6 +18,30 @@ export function MigrationPlanView({ preview, results }: { preview: MigrationPrev
         {preview.logicId}@{preview.from.version} → {to}: {preview.selected} selected, {preview.moves} would move, {preview.refused} refused
         {renames.length > 0 ? `, steps renamed ${renames.map(([a, b]) => `${a} → ${b}`).join(', ')}` : ''}.
       </p>
+      {preview.groups.length > 0 ? (
+        <table class="grid" data-testid="plan-groups">
+          <thead>
+            <tr>
+              <th>instances</th>
+              <th>now, on @{preview.from.version}</th>
+              <th>on {to}</th>
+              <th>runs next on {to} (keys of the one planned)</th>
+            </tr>
+          </thead>
+          <tbody>
+            {preview.groups.map((g) => (
+              <tr key={g.representative} data-testid="plan-group" data-moves={g.refusal === null ? 'yes' : 'no'}>
+                <td>{g.count}</td>
+                <td>
+                  <State state={g.state} /> at <code>{g.currentStep ?? '—'}</code>
+                </td>
+                <td class="wrap">{landing(g)}</td>
+                <td class="wrap">{g.next === null ? '—' : <Next next={g.next} />}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : null}
       {preview.items.length > 0 ? (
         <table class="grid" data-testid="plan-items">
           <thead>
@@ -52,7 +78,7 @@ export function MigrationPlanView({ preview, results }: { preview: MigrationPrev
   );
 }
 
-function landing(p: MigrationPlan) {
+function landing(p: Pick<MigrationPlan | MigrationGroup, 'refusal' | 'lands'>) {
   if (p.refusal !== null) {
     return (
       <span data-testid="refusal">

@@ -32,6 +32,11 @@ export interface InstanceShape {
   outputs: string[];
   /** Steps whose compensation is registered and not yet run to success, sorted. */
   compensations: string[];
+  /**
+   * Names of the messages delivered to it and buffered until a waitFor step takes them, sorted.
+   * (Default: none; the compatibility report does not read them, the migrate verb does)
+   */
+  messages?: string[];
 }
 
 /** Why a group cannot continue on the candidate: each a stable code (docs/errors.md, compatibility report). */
@@ -43,6 +48,7 @@ export const CompatCode = {
   outputShape: 'FLOW_COMPAT_OUTPUT_SHAPE_CHANGED',
   compensationMissing: 'FLOW_COMPAT_COMPENSATION_MISSING',
   compensationChanged: 'FLOW_COMPAT_COMPENSATION_CHANGED',
+  messageUntaken: 'FLOW_COMPAT_MESSAGE_UNTAKEN',
 } as const;
 export type CompatCode = (typeof CompatCode)[keyof typeof CompatCode];
 
@@ -109,6 +115,7 @@ export function compatibility(from: LogicVersion, to: LogicVersion, shape: Insta
   }
   // a missing current step leaves no path to follow on the candidate
   if (reasons.some((r) => r.code === CompatCode.stepMissing)) return verdictOf(reasons);
+  if (forward && at !== null) reasons.push(...untakenMessages(from, to, at, rn(at), shape.messages ?? []));
 
   // from here on the instances are read as they would be on the candidate: under the new names
   const moved: InstanceShape = {
@@ -145,6 +152,31 @@ export function compatibility(from: LogicVersion, to: LogicVersion, shape: Insta
     }
   }
   return verdictOf(reasons);
+}
+
+/**
+ * Buffered messages a waitFor step of N ahead of the instances would take, but no waitFor step of
+ * the candidate ahead of where they land waits for (the step renamed and waiting for another
+ * name, or gone): they would stay buffered for good. A message N would not take either is
+ * stranded already, and not the candidate's doing.
+ */
+function untakenMessages(from: LogicVersion, to: LogicVersion, at: string, lands: string, messages: readonly string[]): CompatReason[] {
+  const takers = (doc: LogicVersion, start: string, name: string) =>
+    reachable(doc, start).filter((s) => {
+      const step = doc.steps[s];
+      return step?.kind === 'waitFor' && step.message === name;
+    });
+  const reasons: CompatReason[] = [];
+  for (const name of messages) {
+    const before = takers(from, at, name);
+    if (before.length === 0 || takers(to, lands, name).length > 0) continue;
+    reasons.push({
+      code: CompatCode.messageUntaken,
+      step: before[0]!,
+      message: `a message ${name} is buffered for step ${before[0]}, but no waitFor step of ${to.logicId}@${to.version} after ${lands} waits for ${name}: it would never be taken`,
+    });
+  }
+  return reasons;
 }
 
 /** Where a step's calls go (proxy handler and path, http method and URL, func module), or '' for a step that calls nothing. */

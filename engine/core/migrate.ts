@@ -101,8 +101,22 @@ export function shapeOf(inst: Instance): InstanceShape {
   };
 }
 
+/**
+ * What the instance's row tells beyond the instance itself, as the store reads it (under the
+ * database clock, and under the row lock when it moves).
+ */
+export interface RowFacts {
+  /**
+   * A worker holds its lease now: a waiting instance whose timer fired and was claimed (it stays
+   * `waiting` while the worker applies the wake-up). (Default: false)
+   */
+  held?: boolean;
+  /** Names of the messages buffered for it, sorted (compatibility's `messages`). (Default: none) */
+  messages?: string[];
+}
+
 /** Why `inst` may not move from `from` to `to` under `renames`, or null when it may. */
-export function migrationRefusal(from: LogicVersion, to: LogicVersion, inst: Instance, renames: StepRenames): MigrateRefusal | null {
+export function migrationRefusal(from: LogicVersion, to: LogicVersion, inst: Instance, renames: StepRenames, row: RowFacts = {}): MigrateRefusal | null {
   const refuse = (code: MigrateCode, message: string, reasons: CompatReason[] = []): MigrateRefusal => ({
     code,
     message,
@@ -114,6 +128,10 @@ export function migrationRefusal(from: LogicVersion, to: LogicVersion, inst: Ins
   }
   if (inst.state === 'processing') {
     return refuse(MigrateCode.processing, `workflow ${inst.id} is running step ${inst.currentStep}: try again once it is parked or between steps`);
+  }
+  if (row.held === true && (inst.state === 'pending' || inst.state === 'waiting')) {
+    // moved under the worker, the wake-up it applies would be decided on the version it read
+    return refuse(MigrateCode.processing, `workflow ${inst.id} is ${inst.state} at ${inst.currentStep} but held by a worker applying its wake-up: try again once it is parked or between steps`);
   }
   if (inst.state !== 'pending' && inst.state !== 'waiting') {
     return refuse(MigrateCode.state, `workflow ${inst.id} is ${inst.state}: only an instance parked (waiting) or between steps (pending) moves`);
@@ -132,7 +150,7 @@ export function migrationRefusal(from: LogicVersion, to: LogicVersion, inst: Ins
       `workflow ${inst.id} has a compensation of ${renamedCompensations.join(', ')} registered: renamed, it would run under another key than its effect's`,
     );
   }
-  const { verdict, reasons } = compatibility(from, to, shapeOf(inst), renames);
+  const { verdict, reasons } = compatibility(from, to, { ...shapeOf(inst), messages: row.messages ?? [] }, renames);
   if (verdict === 'safe') return null;
   const compensations = reasons.filter((r) => COMPENSATION_CODES.has(r.code));
   if (compensations.length > 0) return refuse(MigrateCode.compensation, compensations.map((r) => r.message).join('; '), reasons);
@@ -144,8 +162,8 @@ export function migrationRefusal(from: LogicVersion, to: LogicVersion, inst: Ins
  * name, and nothing else changed — same state, same attempt under way and key, same timers. Throws
  * MigrateRefused when `migrationRefusal` refuses it.
  */
-export function migrate(from: LogicVersion, to: LogicVersion, inst: Instance, renames: StepRenames): Transition {
-  const refusal = migrationRefusal(from, to, inst, renames);
+export function migrate(from: LogicVersion, to: LogicVersion, inst: Instance, renames: StepRenames, row: RowFacts = {}): Transition {
+  const refusal = migrationRefusal(from, to, inst, renames, row);
   if (refusal !== null) throw new MigrateRefused(refusal);
   const moved: Instance = { ...renamed(inst, renames), version: to.version, logicHash: to.hash };
   return { instance: moved, cause: 'verb.migrate', attempts: [], commands: [], runAfterMs: null, outputsChanged: [] };
@@ -188,11 +206,11 @@ export interface MigrationPlan {
 }
 
 /** Dry run of `migrate` for one instance: changes nothing, calls nothing. */
-export async function migrationPlan(from: LogicVersion, to: LogicVersion, inst: Instance, renames: StepRenames): Promise<MigrationPlan> {
+export async function migrationPlan(from: LogicVersion, to: LogicVersion, inst: Instance, renames: StepRenames, row: RowFacts = {}): Promise<MigrationPlan> {
   const base = { workflowId: inst.id, state: inst.state, from: { version: inst.version, step: inst.currentStep } };
-  const refusal = migrationRefusal(from, to, inst, renames);
+  const refusal = migrationRefusal(from, to, inst, renames, row);
   if (refusal !== null) return { ...base, refusal, lands: null, keeps: null, next: null };
-  const moved = migrate(from, to, inst, renames).instance;
+  const moved = migrate(from, to, inst, renames, row).instance;
   const running = moved.ctx.running;
   return {
     ...base,
@@ -200,5 +218,43 @@ export async function migrationPlan(from: LogicVersion, to: LogicVersion, inst: 
     lands: { version: to.version, step: moved.currentStep },
     keeps: running === null ? null : { step: running.step, attempt: running.attempt, idempotencyKey: running.idempotencyKey },
     next: await previewContinue(to, moved),
+  };
+}
+
+/** One instance of a shape group, as the dry run's page reads it: its id and place, and the attempt under way. */
+export interface GroupMember {
+  id: string;
+  state: string;
+  version: number;
+  currentStep: string | null;
+  runningAttempt: { step: string; attempt: number; idempotencyKey: string } | null;
+}
+
+/**
+ * The plan of `member` from the plan of its group's representative: the same refusal, landing and
+ * next steps, under the member's own id. It holds because the group's shape fixes everything the
+ * refusal reads and everything a key is made of but the id — the step, the generation and the
+ * visit (keys.step); only the attempt under way (its number, the key it already carries) is the
+ * member's own. The steps next are the representative's simulation: an instance whose outputs
+ * route a choice elsewhere would take that route instead (the compatibility report's premise).
+ */
+export function memberPlan(rep: MigrationPlan, member: GroupMember, renames: StepRenames): MigrationPlan {
+  const own = (s: string) => s.replaceAll(rep.workflowId, member.id);
+  const running = member.runningAttempt;
+  return {
+    workflowId: member.id,
+    state: member.state,
+    from: { version: member.version, step: member.currentStep },
+    refusal: rep.refusal === null ? null : { ...rep.refusal, message: own(rep.refusal.message), reasons: rep.refusal.reasons.map((r) => ({ ...r, message: own(r.message) })) },
+    lands: rep.lands,
+    keeps: rep.refusal !== null || running === null ? null : { step: renames[running.step] ?? running.step, attempt: running.attempt, idempotencyKey: running.idempotencyKey },
+    next:
+      rep.next === null
+        ? null
+        : {
+            ...rep.next,
+            steps: rep.next.steps.map((s) => ({ ...s, idempotencyKey: s.idempotencyKey === null ? null : own(s.idempotencyKey) })),
+            keptEffects: rep.next.keptEffects.map((k) => ({ ...k, compensationKey: own(k.compensationKey) })),
+          },
   };
 }

@@ -157,6 +157,7 @@ function migrateArgs(args: Record<string, unknown>) {
     fromVersion: Number(args['fromVersion']),
     toVersion: Number(args['toVersion']),
     renames: (args['renames'] ?? {}) as Record<string, string>,
+    ...(args['allowRetired'] === true ? { allowRetired: true } : {}),
   };
 }
 

@@ -1,24 +1,27 @@
-import type { MigrateRequest, MigrationPreview } from '../../contracts/api/migrations.ts';
+import type { MigrateRequest, MigrationGroup, MigrationPlan, MigrationPreview } from '../../contracts/api/migrations.ts';
 import type { LogicVersion, WorkflowRecord } from '../../contracts/index.ts';
 import { grants } from '../../contracts/scopes.ts';
 import type { Instance } from '../core/instance.ts';
 import type { MigrateEvent } from '../core/journal.ts';
-import { migrate, migrationPlan, renameProblems, type StepRenames } from '../core/migrate.ts';
-import { MigrateBadRename, MigrateBadSelection, MigrateBadTarget, ScopeMissing } from '../errors.ts';
+import { type MigrationPlan as CorePlan, memberPlan, migrate, migrationPlan, renameProblems, type StepRenames } from '../core/migrate.ts';
+import { MigrateBadRename, MigrateBadSelection, MigrateBadTarget, MigrateTargetRetired, ScopeMissing } from '../errors.ts';
 import { insertAudit } from '../store/audit.ts';
 import type { Db } from '../store/db.ts';
 import { ConcurrentUpdate, NotFound } from '../store/errors.ts';
 import { loadWorkflow } from '../store/load-workflow.ts';
-import { findLogicVersion } from '../store/logic-versions.ts';
+import { findLogicVersion, isVersionActive } from '../store/logic-versions.ts';
 import { migrateWorkflow } from '../store/migrate-workflow.ts';
+import { migrationFacts } from '../store/migration-facts.ts';
 import { selectWorkflows } from '../store/select-workflows.ts';
+import { type Selection, shapeGroups, shapeKey, shapePage } from '../store/shape-groups.ts';
 import { type Client, inEnv } from '../store/tx.ts';
-import type { StuckThresholds } from '../store/workflow-filter.ts';
+import type { StuckThresholds, WorkflowFilter } from '../store/workflow-filter.ts';
 import { type FlowLogger, instanceFields } from './log.ts';
 import { summary } from './mutate.ts';
 import type { Actor, VerbOptions } from './operations.ts';
 
 const DEFAULT_LIMIT = 1000;
+const DEFAULT_PAGE = 100;
 
 /** One migration's versions and rename map, as a job keeps them in its `args`. */
 export interface MigrateArgs {
@@ -26,6 +29,8 @@ export interface MigrateArgs {
   fromVersion: number;
   toVersion: number;
   renames: StepRenames;
+  /** Move to a retired target too. (Default: false, FLOW_MIGRATE_TARGET_RETIRED) */
+  allowRetired?: boolean;
 }
 
 /**
@@ -43,33 +48,53 @@ export class Migrations {
     private readonly log: FlowLogger,
   ) {}
 
-  /** The dry run: per selected instance, where it would land and what would run next, or why it stays. Nothing is written. */
+  /**
+   * The dry run, bounded by the shapes of the selection rather than its size: the selection is
+   * grouped by shape in the database (store/shape-groups.ts), one representative of each group is
+   * planned by the core, and one page of instances (`after`, `pageSize`) is listed, each plan read
+   * off its group's under its own keys (core/migrate.ts, `memberPlan`). One read-only snapshot,
+   * so the groups, the representatives and the page agree. Nothing is written.
+   */
   async preview(req: MigrateRequest, actor: Actor, o: { env?: string } = {}): Promise<MigrationPreview> {
     const args = argsOf(req);
-    return inEnv(this.db, o.env ?? this.defaultEnv, async (c) => {
-      const { from, to } = await versionsOf(c, args, actor);
-      const ids = await this.#select(c, req);
-      const items = [];
-      for (const id of ids) {
-        const stored = await loadWorkflow(c, id);
-        if (stored === null) continue;
-        const plan = await migrationPlan(from, to, stored.instance, args.renames);
-        const next = plan.next === null ? null : { generation: plan.next.generation, steps: plan.next.steps, compensations: plan.next.compensations, stopsAt: plan.next.stopsAt, assumes: plan.next.assumes };
-        items.push({ ...plan, next });
-      }
-      const moves = items.filter((i) => i.refusal === null).length;
-      return {
-        dryRun: true as const,
-        logicId: args.logicId,
-        from: { version: from.version, hash: from.hash },
-        to: { version: to.version, hash: to.hash },
-        renames: { ...args.renames },
-        selected: items.length,
-        moves,
-        refused: items.length - moves,
-        items,
-      };
-    });
+    return inEnv(
+      this.db,
+      o.env ?? this.defaultEnv,
+      async (c) => {
+        const { from, to } = await versionsOf(c, args, actor);
+        const selection = this.#selection(req);
+        const groups: MigrationGroup[] = [];
+        const plans = new Map<string, CorePlan>();
+        for (const g of await shapeGroups(c, selection)) {
+          const rep = await loadWorkflow(c, g.representative);
+          if (rep === null) throw new Error(`the representative ${g.representative} of a shape group is gone within one snapshot`);
+          const plan = await migrationPlan(from, to, rep.instance, args.renames, { held: g.held, messages: g.messages });
+          plans.set(shapeKey(g), plan);
+          const { logicHash: _hash, ...shape } = g;
+          const { refusal, lands, next } = wire(plan);
+          groups.push({ ...shape, refusal, lands, next });
+        }
+        const page = await shapePage(c, selection, req.after ?? null, req.pageSize ?? DEFAULT_PAGE);
+        if (page === null) throw new MigrateBadSelection(`after names ${req.after}, which is not an instance of this selection: pass the nextAfter of the previous page`);
+        const items = page.members.map((m) => wire(memberPlan(plans.get(shapeKey(m))!, m, args.renames)));
+        const selected = groups.reduce((n, g) => n + g.count, 0);
+        const moves = groups.filter((g) => g.refusal === null).reduce((n, g) => n + g.count, 0);
+        return {
+          dryRun: true as const,
+          logicId: args.logicId,
+          from: { version: from.version, hash: from.hash },
+          to: { version: to.version, hash: to.hash },
+          renames: { ...args.renames },
+          selected,
+          moves,
+          refused: selected - moves,
+          groups,
+          items,
+          nextAfter: page.nextAfter,
+        };
+      },
+      { snapshot: true },
+    );
   }
 
   /** The instances a migration acts on, oldest first, after checking its versions and rename map: what its job is made of. */
@@ -98,7 +123,7 @@ export class Migrations {
         to: { version: to.version, hash: to.hash },
         renames: { ...args.renames },
       };
-      const t = migrate(from, to, stored.instance, args.renames);
+      const t = migrate(from, to, stored.instance, args.renames, await migrationFacts(c, id));
       if (!(await migrateWorkflow(c, stored, t, event))) throw new ConcurrentUpdate(id);
       await insertAudit(c, {
         workflowId: id,
@@ -116,19 +141,37 @@ export class Migrations {
     return this.afterChange(id, env);
   }
 
+  /** The selection as the job makes it (`#select`), for the dry run to group and page in the database. */
+  #selection(req: MigrateRequest): Selection {
+    if (req.ids !== undefined) return { ids: [...new Set(req.ids)].slice(0, req.limit ?? DEFAULT_LIMIT) };
+    return { filter: this.#filter(req), limit: req.limit ?? DEFAULT_LIMIT };
+  }
+
+  #filter(req: MigrateRequest): WorkflowFilter {
+    return { ...this.stuck, ...req.filter, logicId: req.logicId, version: req.fromVersion, ...(req.filter?.state === undefined ? { live: true } : {}) };
+  }
+
   async #select(c: Client, req: MigrateRequest): Promise<string[]> {
     if (req.ids !== undefined) return [...new Set(req.ids)].slice(0, req.limit ?? DEFAULT_LIMIT);
-    const filter = { ...this.stuck, ...req.filter, logicId: req.logicId, version: req.fromVersion, ...(req.filter?.state === undefined ? { live: true } : {}) };
-    return (await selectWorkflows(c, filter, req.limit ?? DEFAULT_LIMIT)).rows.map((r) => r.id);
+    return (await selectWorkflows(c, this.#filter(req), req.limit ?? DEFAULT_LIMIT)).rows.map((r) => r.id);
   }
 }
 
 function argsOf(req: MigrateRequest): MigrateArgs {
   if (req.ids !== undefined && req.filter !== undefined) throw new MigrateBadSelection('a migration selects instances by `ids` or by `filter`, not both');
+  if (req.dryRun !== true && (req.after !== undefined || req.pageSize !== undefined)) {
+    throw new MigrateBadSelection('`after` and `pageSize` page a dry run; a migration job takes every instance selected');
+  }
   const f = req.filter;
   if (f?.logicId !== undefined && f.logicId !== req.logicId) throw new MigrateBadSelection(`the filter names ${f.logicId}, the migration ${req.logicId}`);
   if (f?.version !== undefined && f.version !== req.fromVersion) throw new MigrateBadSelection(`the filter names version ${f.version}, the migration moves version ${req.fromVersion}`);
-  return { logicId: req.logicId, fromVersion: req.fromVersion, toVersion: req.toVersion, renames: req.renames ?? {} };
+  return {
+    logicId: req.logicId,
+    fromVersion: req.fromVersion,
+    toVersion: req.toVersion,
+    renames: req.renames ?? {},
+    ...(req.allowRetired === true ? { allowRetired: true } : {}),
+  };
 }
 
 /**
@@ -144,9 +187,17 @@ async function versionsOf(c: Client, args: MigrateArgs, actor: Actor): Promise<{
     if (!grants(actor.scopes, 'flow:migrate', doc.logicId)) throw new ScopeMissing(actor.subject, 'flow:migrate', `migrating to or from ${doc.logicId}@${doc.version}`);
   }
   if (to.logicId !== from.logicId || to.version <= from.version) throw new MigrateBadTarget(from.logicId, from.version, to.version);
+  // checked on every move too: a target retired while its job runs moves nothing more
+  if (args.allowRetired !== true && (await isVersionActive(c, to.logicId, to.version)) === false) throw new MigrateTargetRetired(to.logicId, to.version);
   const problems = renameProblems(from, to, args.renames);
   if (problems.length > 0) throw new MigrateBadRename(problems);
   return { from, to };
+}
+
+/** A plan as the API answers it: its simulation without the rewind-only `keptEffects`. */
+function wire(p: CorePlan): MigrationPlan {
+  const n = p.next;
+  return { ...p, next: n === null ? null : { generation: n.generation, steps: n.steps, compensations: n.compensations, stopsAt: n.stopsAt, assumes: n.assumes } };
 }
 
 /** What an audit row keeps of each side of a move: the usual summary, with the version. */

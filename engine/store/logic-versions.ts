@@ -49,6 +49,12 @@ export async function findVouches(c: Client, hash: string): Promise<{ logicId: s
   return row === undefined ? null : { logicId: row.logic_id, vouched: row.grants };
 }
 
+/** Whether a published version is active (not retired); null when there is no such version. */
+export async function isVersionActive(c: Client, logicId: string, version: number): Promise<boolean | null> {
+  const res = await c.query<{ active: boolean }>('SELECT active FROM logic_versions WHERE logic_id = $1 AND version = $2', [logicId, version]);
+  return res.rows[0]?.active ?? null;
+}
+
 /** A version by number, or the active one (the highest published) when `version` is omitted. */
 export async function findLogicVersion(c: Client, logicId: string, version?: number): Promise<LogicVersion | null> {
   const res =

@@ -11,9 +11,18 @@ export type Queryable = pg.Pool | pg.PoolClient;
  * switched to `flow_app` for this transaction only, so row-level security applies even when the
  * connecting user owns the tables (FORCE) — and a superuser connection is demoted too.
  */
-export function inEnv<T>(db: Db, env: string, fn: (c: Client) => Promise<T>): Promise<T> {
+export function inEnv<T>(db: Db, env: string, fn: (c: Client) => Promise<T>, o: TxOptions = {}): Promise<T> {
   if (!isEnvName(env)) return Promise.reject(new BadEnvName(env));
-  return inTx(db, (c) => `SELECT set_config('app.env_id', ${c.escapeLiteral(env)}, true), set_config('role', 'flow_app', true)`, fn);
+  return inTx(db, (c) => `SELECT set_config('app.env_id', ${c.escapeLiteral(env)}, true), set_config('role', 'flow_app', true)`, fn, o);
+}
+
+export interface TxOptions {
+  /**
+   * One snapshot for every statement (REPEATABLE READ), read-only: for a read made of several
+   * statements that must agree, as a dry run's groups and the instances it plans from them.
+   * (Default: false, READ COMMITTED)
+   */
+  snapshot?: boolean;
 }
 
 /**
@@ -36,13 +45,13 @@ export function asScheduler<T>(db: Db, fn: (c: Client) => Promise<T>): Promise<T
   return inTx(db, () => "SELECT set_config('role', 'flow_engine', true)", fn);
 }
 
-async function inTx<T>(db: Db, setup: (c: Client) => string, fn: (c: Client) => Promise<T>): Promise<T> {
+async function inTx<T>(db: Db, setup: (c: Client) => string, fn: (c: Client) => Promise<T>, o: TxOptions = {}): Promise<T> {
   const client = await db.pool.connect();
   let broken = false;
   try {
     // one round trip: a simple query may carry several statements (no parameters, so the env is
     // quoted as a literal)
-    await client.query(`BEGIN; ${setup(client)}`);
+    await client.query(`BEGIN${o.snapshot ? ' ISOLATION LEVEL REPEATABLE READ READ ONLY' : ''}; ${setup(client)}`);
     const result = await fn(client);
     await client.query('COMMIT');
     return result;

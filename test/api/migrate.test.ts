@@ -25,6 +25,8 @@ describeEachDriver('migrations API', (getDb) => {
     api = await testApi(engine);
     await engine.publish(v(1, 'done'), ENV);
     await engine.publish(v(2, 'fraud'), ENV);
+    await engine.publish(v(3, 'done'), ENV);
+    await engine.setVersionActive(ENV, 'payments.capture', 3, false);
   });
   afterAll(() => api.close());
 
@@ -39,6 +41,9 @@ describeEachDriver('migrations API', (getDb) => {
     }
     const bad = await post(body({ dryRun: true, toVersion: 1 }), 'flow:migrate:payments.*');
     expect([bad.statusCode, bad.json().code]).toEqual([422, 'FLOW_MIGRATE_BAD_TARGET']);
+    const retired = await post(body({ dryRun: true, toVersion: 3 }), 'flow:migrate');
+    expect([retired.statusCode, retired.json().code]).toEqual([409, 'FLOW_MIGRATE_TARGET_RETIRED']);
+    expect((await post(body({ dryRun: true, toVersion: 3, allowRetired: true }), 'flow:migrate')).statusCode).toBe(200);
     const schema = await post(body({ renames: { approve: 'not a step name!' } }), 'flow:migrate');
     expect([schema.statusCode, schema.json().code]).toEqual([422, "FLOW_SCHEMA_INVALID"]);
   });
@@ -49,7 +54,16 @@ describeEachDriver('migrations API', (getDb) => {
     const scope = 'flow:migrate:payments.* flow:read';
     const dry = await post(body({ dryRun: true }), scope);
     expect(dry.statusCode).toBe(200);
-    expect(dry.json()).toMatchObject({ dryRun: true, selected: 1, moves: 1, items: [{ workflowId: id, lands: { version: 2, step: 'approve' } }] });
+    expect(dry.json()).toMatchObject({
+      dryRun: true,
+      selected: 1,
+      moves: 1,
+      groups: [{ state: 'waiting', currentStep: 'approve', count: 1, representative: id, refusal: null, lands: { version: 2, step: 'approve' } }],
+      items: [{ workflowId: id, lands: { version: 2, step: 'approve' } }],
+      nextAfter: null,
+    });
+    const badPage = await post(body({ dryRun: true, pageSize: 0 }), scope);
+    expect([badPage.statusCode, badPage.json().code]).toEqual([422, 'FLOW_SCHEMA_INVALID']);
     const started = await post(body({ ids: [id] }), scope);
     expect([started.statusCode, started.json().verb]).toEqual([202, 'migrate']);
     let job = started.json();

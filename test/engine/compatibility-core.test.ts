@@ -17,6 +17,19 @@ const v1 = makeLogic({ logicId: 'core.pay', version: 1, start: 'reserve', steps:
 const atReserve: InstanceShape = { state: 'pending', currentStep: 'reserve', running: 'step', generation: 0, outputs: [], compensations: [] };
 
 describe('compatibility of a shape (pure)', () => {
+  it('a buffered message is untaken only where N would take it ahead and the candidate would not: renamed steps that keep the name take it', () => {
+    const waits = (version: number, step: string, message: string) =>
+      makeLogic({ logicId: 'core.msg', version, start: 'approve', steps: { approve: { kind: 'decision', options: ['ok'], next: step }, [step]: { kind: 'waitFor', message } } });
+    const n = waits(1, 'settle', 'funds.settled');
+    const parked: InstanceShape = { state: 'waiting', currentStep: 'approve', running: 'step', generation: 0, outputs: [], compensations: [], messages: ['funds.settled'] };
+    expect(compatibility(n, waits(2, 'settlement', 'funds.settled'), parked, { settle: 'settlement' }).verdict).toBe('safe');
+    expect(compatibility(n, waits(2, 'settlement', 'ledger.settled'), parked, { settle: 'settlement' }).reasons).toEqual([
+      { code: 'FLOW_COMPAT_MESSAGE_UNTAKEN', step: 'settle', message: expect.stringContaining('funds.settled') },
+    ]);
+    // a message N would not take either is stranded already: not the candidate's doing
+    expect(compatibility(n, waits(2, 'settle', 'funds.settled'), { ...parked, messages: ['other'] }).verdict).toBe('safe');
+  });
+
   it('a step the candidate inserts before the reader is produced on every path there: safe', () => {
     const v2 = makeLogic({
       logicId: 'core.pay',

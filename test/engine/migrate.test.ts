@@ -3,8 +3,10 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { StepDef } from '../../contracts/index.ts';
 import { BulkJobs } from '../../engine/runtime/bulk-jobs.ts';
 import type { Engine } from '../../engine/runtime/engine.ts';
+import { migrationPlan } from '../../engine/core/migrate.ts';
 import { exportTrace } from '../../engine/runtime/export-trace.ts';
-import { asScheduler } from '../../engine/store/tx.ts';
+import { loadWorkflow } from '../../engine/store/load-workflow.ts';
+import { asScheduler, inEnv } from '../../engine/store/tx.ts';
 import { replay } from '../../engine/testing/trace.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 import { describeEachDriver } from '../support/db.ts';
@@ -87,6 +89,40 @@ describeEachDriver('migrate', (getDb) => {
     }
     for (const id of ids) expect((await engine.get(id, ENV)).version).toBe(1);
     expect(await engine.ops.audit(ids[0]!, { env: ENV })).toEqual([]);
+  });
+
+  it('the dry run groups the selection by shape, plans one instance per group, and pages the instances, each plan its own as if planned alone', async () => {
+    const { vs, ids } = await story(5);
+    // two shapes: three parked at approval, two ended (refused)
+    for (const id of ids.slice(3)) await engine.resume(id, { step: 'approval', option: 'approve', approver: DECIDER }, { env: ENV });
+    await settle(engine);
+    const order = [ids[4]!, ids[0]!, ids[3]!, ids[2]!, ids[1]!];
+    const req = { logicId: vs.v1.logicId, fromVersion: 1, toVersion: 2, ids: order, reason: 'fraud check', dryRun: true };
+    const first = await engine.ops.migrations.preview({ ...req, pageSize: 2 }, OPS, { env: ENV });
+    expect(first).toMatchObject({ selected: 5, moves: 3, refused: 2 });
+    expect(first.groups.map((g) => [g.state, g.currentStep, g.count, g.lands?.step ?? null, g.refusal?.code ?? null])).toEqual([
+      ['waiting', 'approval', 3, 'approval', null],
+      ['completed', 'charge', 2, null, 'FLOW_MIGRATE_STATE'],
+    ]);
+    const items = [...first.items];
+    let after = first.nextAfter;
+    while (after !== null) {
+      const page = await engine.ops.migrations.preview({ ...req, pageSize: 2, after }, OPS, { env: ENV });
+      expect(page.groups).toEqual(first.groups);
+      items.push(...page.items);
+      after = page.nextAfter;
+    }
+    // in the order of the ids, every instance once, and each plan what planning it alone says
+    expect(items.map((i) => i.workflowId)).toEqual(order);
+    const [v1, v2] = [vs.v1, vs.v2];
+    for (const item of items) {
+      const stored = await inEnv(engine.db, ENV, (c) => loadWorkflow(c, item.workflowId));
+      const alone = await migrationPlan(v1, v2, stored!.instance, {});
+      const next = alone.next === null ? null : (({ keptEffects: _k, ...rest }) => rest)(alone.next);
+      expect(item).toEqual({ ...alone, next });
+    }
+    await expect(engine.ops.migrations.preview({ ...req, after: randomUUID() }, OPS, { env: ENV })).rejects.toMatchObject({ code: 'FLOW_MIGRATE_BAD_SELECTION' });
+    await expect(job({ ...req, dryRun: false, pageSize: 2 })).rejects.toMatchObject({ code: 'FLOW_MIGRATE_BAD_SELECTION' });
   });
 
   it('a migration job moves each instance, journalled and audited, and the moved instance runs v2 to the end under the keys the dry run named', async () => {
@@ -207,6 +243,19 @@ describeEachDriver('migrate', (getDb) => {
     await engine.workers.drain();
     expect(await engine.get(id, ENV)).toMatchObject({ state: 'completed', version: 4 });
     expect(svc.calls('/flaky').map((r) => r.headers['idempotency-key'])).toEqual([`${id}:call:0`, `${id}:call:0`]);
+  });
+
+  it('refuses a retired target (409, FLOW_MIGRATE_TARGET_RETIRED) unless the request allows it, in the dry run and in the job', async () => {
+    const { vs, ids } = await story(1);
+    const id = ids[0]!;
+    await engine.setVersionActive(ENV, vs.v1.logicId, 2, false);
+    const req = { logicId: vs.v1.logicId, fromVersion: 1, toVersion: 2, ids: [id], reason: 'fraud check' };
+    await expect(engine.ops.migrations.preview(req, OPS, { env: ENV })).rejects.toMatchObject({ code: 'FLOW_MIGRATE_TARGET_RETIRED', status: 409 });
+    await expect(job(req)).rejects.toMatchObject({ code: 'FLOW_MIGRATE_TARGET_RETIRED' });
+    expect(await engine.ops.migrations.preview({ ...req, allowRetired: true }, OPS, { env: ENV })).toMatchObject({ moves: 1 });
+    // the job keeps the permission: each move checks the target again
+    expect(await job({ ...req, allowRetired: true })).toMatchObject({ done: 1, failed: 0 });
+    expect((await engine.get(id, ENV)).version).toBe(2);
   });
 
   it('refuses a target that is not a later version, a rename map that does not fit, and a caller without flow:migrate on the definition', async () => {
