@@ -46,7 +46,9 @@ describe('a misbehaving module fails its run, and only its run', () => {
   });
 
   it('a run that logs and then loops logs once: its run on this thread ran out of fuel and counts for nothing', async () => {
-    const result = await misbehave('logThenLoop', 500);
+    // the timeout counts from the queue: 500 ms once ran out under load (CI, load 10) before the
+    // module had logged anything; the run must reach its log, then loop until the timeout
+    const result = await misbehave('logThenLoop', 3_000);
     expect(result).toMatchObject({ status: 'failed', error: { code: 'FUNC_TIMEOUT' } });
     expect(logs.filter((e) => e.message === 'about to loop')).toHaveLength(1);
   });

@@ -132,7 +132,9 @@ describeEachDriver('the engine under a spinning tenant', (getDb) => {
     uniqueLogic({
       start: 'echo',
       modules: { ok: { sha256: modules.hash['echo']!, imports: {} } },
-      steps: { echo: { kind: 'func', module: 'ok', timeoutMs: 1_000, retry: { maxAttempts: 1 } } },
+      // long enough for a worker replaced after a cancel to compile the module on a loaded box
+      // (1 s failed in CI at load 10); a run that never gets a worker still fails FUNC_TIMEOUT
+      steps: { echo: { kind: 'func', module: 'ok', timeoutMs: 15_000, retry: { maxAttempts: 1 } } },
     });
 
   async function publish(e: Engine, env: string, logic: LogicVersion): Promise<void> {
