@@ -454,7 +454,10 @@ export class WorkerPool {
       this.observer.onTransition?.(stored.instance, t, committed);
       // what it held is dead with this commit (row_version moved on): wake who waits on it now
       const ended = TERMINAL_STATES.has(t.instance.state);
-      if (this.permits !== null && (held || (needs.length > 0 && this.permits.contended(needs)) || (ended && logic.concurrency !== undefined))) {
+      // it joined a line for its next attempt, giving up what its lease held: whoever stood in line
+      // with it (in the same batch, before any notice could tell this engine) may have room now
+      const queued = holds && ahead?.taken?.wait != null;
+      if (this.permits !== null && (held || queued || (needs.length > 0 && this.permits.contended(needs)) || (ended && logic.concurrency !== undefined))) {
         await this.permits.release({ id: instance.id, ended }).catch((err) => this.observer.onError?.(instance.id, err));
       }
       // let the timer loop look again when what it waits for may have changed: a new timer may
