@@ -675,45 +675,61 @@ $$;
 --
 
 CREATE FUNCTION flow.permits_kept(wf uuid, tok uuid, needs jsonb) RETURNS jsonb
-    LANGUAGE sql
+    LANGUAGE plpgsql
     AS $$
-  WITH n AS (
-    SELECT e->>'s' AS s, e->>'r' AS r, e->>'k' AS k, coalesce((e->>'w')::boolean, false) AS wide,
-           CASE WHEN o.env_id IS NULL THEN (e->>'c')::integer ELSE o.concurrency END AS cap,
-           CASE WHEN o.env_id IS NULL THEN (e->>'rate')::float8 ELSE o.rate::float8 END AS rt,
-           CASE WHEN o.env_id IS NULL THEN (e->>'burst')::integer ELSE o.burst END AS bu
-    FROM jsonb_array_elements(needs) e
-    LEFT JOIN limit_overrides o ON o.env_id = e->>'s' AND o.resource = e->>'r'
-  ), v AS (
-    SELECT n.s, n.r, n.k, n.wide, n.cap,
-           CASE WHEN n.rt IS NOT NULL AND NOT n.wide
-             THEN least(coalesce(n.bu, 1)::float8, b.tokens + n.rt * extract(epoch FROM clock_timestamp() - b.refilled_at)) END AS t,
-           CASE
-             -- a workflow's permit, held until it ends: as in acquire_permits()
-             WHEN n.wide THEN EXISTS (SELECT 1 FROM permits p WHERE p.workflow_id = wf AND p.env_id = n.s AND p.resource = n.r AND p.key = n.k)
-             WHEN b.env_id IS NULL THEN false
-             ELSE (n.cap IS NULL OR (
-                     -- held alive by this lease, taken since the limit last changed, nobody in line
-                     EXISTS (SELECT 1 FROM permits p JOIN workflows w ON w.id = p.workflow_id
-                             WHERE p.workflow_id = wf AND p.env_id = n.s AND p.resource = n.r AND p.key = n.k
-                               AND p.lease_token = tok AND p.row_version IS NOT NULL AND permit_alive(p, w)
-                               AND p.acquired_at > coalesce(b.limit_changed_at, '-infinity'))
-                     AND NOT EXISTS (SELECT 1 FROM permit_waiters q
-                                     WHERE q.env_id = n.s AND q.resource = n.r AND q.key = n.k AND q.kind = 'concurrency')))
-              AND (n.rt IS NULL OR NOT EXISTS (SELECT 1 FROM permit_waiters q
-                                               WHERE q.env_id = n.s AND q.resource = n.r AND q.key = n.k AND q.kind = 'rate'))
-           END AS ok
-    FROM n LEFT JOIN limit_buckets b ON b.env_id = n.s AND b.resource = n.r AND b.key = n.k
-    WHERE n.cap IS NOT NULL OR n.rt IS NOT NULL
-  )
-  SELECT CASE
-    WHEN coalesce(bool_and(v.ok AND (v.t IS NULL OR v.t >= 1)), true)
-         -- nothing held that the next attempt does not need: acquire_permits() yields those
-         AND count(*) FILTER (WHERE NOT v.wide AND v.cap IS NOT NULL)
-             = (SELECT count(*) FROM permits p WHERE p.workflow_id = wf AND p.lease_token = tok AND p.row_version IS NOT NULL)
-    THEN coalesce(jsonb_agg(jsonb_build_object('s', v.s, 'r', v.r, 'k', v.k, 'tokens', v.t)) FILTER (WHERE v.t IS NOT NULL), '[]')
-  END
-  FROM v
+#variable_conflict use_column
+DECLARE
+  n      jsonb;
+  s      text;
+  r      text;
+  k      text;
+  cap    integer;
+  rt     float8;
+  bu     integer;
+  o      limit_overrides;
+  b      limit_buckets;
+  held   integer := 0;
+  tokens float8;
+  taken  jsonb := '[]';
+BEGIN
+  FOR n IN SELECT e.value FROM jsonb_array_elements(needs) e LOOP
+    s := n->>'s'; r := n->>'r'; k := n->>'k';
+    SELECT * INTO o FROM limit_overrides lo WHERE lo.env_id = s AND lo.resource = r;
+    IF FOUND THEN cap := o.concurrency; rt := o.rate; bu := o.burst;
+    ELSE cap := (n->>'c')::integer; rt := (n->>'rate')::float8; bu := (n->>'burst')::integer;
+    END IF;
+    CONTINUE WHEN cap IS NULL AND rt IS NULL;
+    IF (n->>'w')::boolean THEN
+      -- a workflow's permit, held until it ends: as in acquire_permits()
+      CONTINUE WHEN EXISTS (SELECT 1 FROM permits p WHERE p.workflow_id = wf AND p.env_id = s AND p.resource = r AND p.key = k);
+      RETURN NULL;
+    END IF;
+    SELECT * INTO b FROM limit_buckets lb WHERE lb.env_id = s AND lb.resource = r AND lb.key = k;
+    IF NOT FOUND THEN RETURN NULL; END IF;
+    IF cap IS NOT NULL THEN
+      IF NOT EXISTS (SELECT 1 FROM permits p JOIN workflows w ON w.id = p.workflow_id
+                     WHERE p.workflow_id = wf AND p.env_id = s AND p.resource = r AND p.key = k
+                       AND p.lease_token = tok AND p.row_version IS NOT NULL AND permit_alive(p, w)
+                       AND p.acquired_at > coalesce(b.limit_changed_at, '-infinity'))
+         OR EXISTS (SELECT 1 FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'concurrency') THEN
+        RETURN NULL;
+      END IF;
+      held := held + 1;
+    END IF;
+    IF rt IS NOT NULL THEN
+      tokens := least(coalesce(bu, 1)::float8, b.tokens + rt * extract(epoch FROM clock_timestamp() - b.refilled_at));
+      IF tokens < 1 OR EXISTS (SELECT 1 FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'rate') THEN
+        RETURN NULL;
+      END IF;
+      taken := taken || jsonb_build_object('s', s, 'r', r, 'k', k, 'tokens', tokens);
+    END IF;
+  END LOOP;
+  -- nothing held that the next attempt does not need: acquire_permits() yields those
+  IF (SELECT count(*) FROM permits p WHERE p.workflow_id = wf AND p.lease_token = tok AND p.row_version IS NOT NULL) <> held THEN
+    RETURN NULL;
+  END IF;
+  RETURN taken;
+END
 $$;
 
 --
