@@ -435,11 +435,13 @@ export class WorkerPool {
       }
       let { t, event } = decided;
       let keep = keepsGoing(t, goOn);
+      // its attempt permits are the lease's: a commit that keeps the lease yields those the next attempt does not need (migration 0039)
+      const holds = needs.some((n) => !n.workflowWide);
       // the next attempt's work without effects (a module run) overlaps this commit
       if (keep) startAhead(logic, t.instance, this.executors, this.timeoutCaps);
       let committed: boolean;
       try {
-        ({ committed, ahead } = await lease.committing(() => this.#commit(logic, stored, t, event, token, keep)));
+        ({ committed, ahead } = await lease.committing(() => this.#commit(logic, stored, t, event, token, keep, holds)));
       } catch (err) {
         // Postgres refused the data of an attempt's result (checked before, yet refused): sending
         // it again cannot succeed, so the attempt fails permanently instead (storable.ts)
@@ -447,12 +449,15 @@ export class WorkerPool {
         event = { type: 'outcome', outcome: unstorableCommit(err, event.type === 'outcome' ? event.outcome : null) };
         t = (await apply(logic, instance, event, goOn))!;
         keep = keepsGoing(t, goOn);
-        ({ committed, ahead } = await lease.committing(() => this.#commit(logic, stored, t, event, token, keep)));
+        ({ committed, ahead } = await lease.committing(() => this.#commit(logic, stored, t, event, token, keep, holds)));
       }
       this.observer.onTransition?.(stored.instance, t, committed);
       // what it held is dead with this commit (row_version moved on): wake who waits on it now
       const ended = TERMINAL_STATES.has(t.instance.state);
-      if (this.permits !== null && (held || (needs.length > 0 && this.permits.contended(needs)) || (ended && logic.concurrency !== undefined))) {
+      // it joined a line for its next attempt, giving up what its lease held: whoever stood in line
+      // with it (in the same batch, before any notice could tell this engine) may have room now
+      const queued = holds && ahead?.taken?.wait != null;
+      if (this.permits !== null && (held || queued || (needs.length > 0 && this.permits.contended(needs)) || (ended && logic.concurrency !== undefined))) {
         await this.permits.release({ id: instance.id, ended }).catch((err) => this.observer.onError?.(instance.id, err));
       }
       // let the timer loop look again when what it waits for may have changed: a new timer may
@@ -530,6 +535,7 @@ export class WorkerPool {
     event: TraceEvent,
     token: string,
     keep: boolean,
+    holds: boolean,
   ): Promise<{ committed: boolean; ahead: { needs: PermitNeed[]; taken: Acquired | null } | null }> {
     const id = from.instance.id;
     const keepLease = keep ? { token, ttlMs: this.leaseMs } : null;
@@ -546,7 +552,7 @@ export class WorkerPool {
           taken = receipt.permits;
           return receipt;
         };
-        const opts = { keepLease, cancelChildren: this.#cancelTree, by: token, event, send, ...(needs === null ? {} : { permits: needs }) };
+        const opts = { keepLease, cancelChildren: this.#cancelTree, by: token, event, send, heldPermits: holds, ...(needs === null ? {} : { permits: needs }) };
         if (await commitTransition(this.db, from, t, opts)) return { committed: true, ahead: needs === null ? null : { needs, taken } };
         const landed = attempt > 1 && (await asScheduler(this.db, (c) => commitLanded(c, { id, token, rowVersion: from.rowVersion })));
         // landed but unanswered: its permits (if it took them) are taken again, as the same holder's

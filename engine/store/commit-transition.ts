@@ -45,6 +45,12 @@ export interface CommitOptions {
    * before that attempt, as it takes a claimed instance's.
    */
   permits?: readonly PermitNeed[];
+  /**
+   * With `keepLease`: the attempt this commit ends held permits (migration 0039). A permit is held
+   * by the lease, so the commit yields those the next attempt does not need; where that attempt
+   * needs none, it carries an empty `permits` for that. (Default: false)
+   */
+  heldPermits?: boolean;
 }
 
 /**
@@ -63,7 +69,7 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
   if (!isAllowedTransition(from.instance.state, t.cause, to.state)) {
     throw new TransitionRefused(to.id, from.instance.state, t.cause, to.state);
   }
-  const takesPermits = opts.keepLease !== null && opts.permits !== undefined && opts.permits.length > 0;
+  const takesPermits = opts.keepLease !== null && ((opts.permits?.length ?? 0) > 0 || opts.heldPermits === true);
   const param = {
     ...effectsParam(t, from.instance.ctx.outputs),
     env: to.env,
@@ -80,7 +86,7 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
     leaseToken: opts.keepLease?.token ?? null,
     leaseMs: opts.keepLease?.ttlMs ?? 0,
     by: opts.by ?? null,
-    ...(takesPermits ? { permits: needsParam(opts.permits!) } : {}),
+    ...(takesPermits ? { permits: needsParam(opts.permits ?? []) } : {}),
     notify: (to.state === 'pending' || to.state === 'compensating') && opts.keepLease === null,
     ...(opts.event === undefined ? {} : { journal: journalParam(from.rowVersion + 1, from.instance, opts.event, t) }),
   };
@@ -91,6 +97,9 @@ export async function commitTransition(on: Client | Db, from: Stored, t: Transit
   const json = JSON.stringify(param);
   const n = 'pool' in on ? (await (opts.send ?? (async (p) => ({ n: await commitOne(on.pool, p), permits: null })))(json, takesPermits)).n : await commitOne(on, json);
   if (n !== 1) return false;
+  // a transaction of its own carries no permits: what the lease held is yielded, and the worker
+  // takes the next attempt's before it (migration 0039)
+  if (!('pool' in on) && takesPermits) await on.query('SELECT yield_permits($1, $2)', [to.id, opts.keepLease!.token]);
   await writeFanOut(on as Client, t, opts);
   if (childEnded) await signalParent(on as Client, to, to.parentSeq!);
   return true;

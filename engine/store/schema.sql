@@ -190,7 +190,10 @@ BEGIN
       DELETE FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = f.key AND q.kind = 'rate'
       RETURNING q.workflow_id
     ), restart AS (
-      UPDATE limit_buckets b SET next_slot = NULL WHERE b.env_id = s AND b.resource = r AND b.key = f.key
+      -- the clock, not the transaction's start: an acquire that held the lock before this one
+      -- began its transaction earlier still
+      UPDATE limit_buckets b SET next_slot = NULL, limit_changed_at = clock_timestamp()
+      WHERE b.env_id = s AND b.resource = r AND b.key = f.key
     ), woke AS (
       UPDATE workflows w SET lease_expires_at = now(), run_at = now()
       FROM lined WHERE w.id = lined.workflow_id AND w.lease_token IS NULL
@@ -324,9 +327,13 @@ CREATE FUNCTION flow.commit_batch(ps jsonb) RETURNS TABLE(n integer, scope text,
     AS $_$
 #variable_conflict use_column
 DECLARE
-  p  jsonb;
-  c  integer;
-  a  record;
+  p    jsonb;
+  c    integer;
+  a    record;
+  wf   uuid;
+  tok  uuid;
+  rv   bigint;
+  kept jsonb;
   prev_role text := current_setting('role');
 BEGIN
   IF ps @? '$[*].permits' THEN
@@ -342,16 +349,42 @@ BEGIN
   END IF;
   FOR i IN 0 .. jsonb_array_length(ps) - 1 LOOP
     p := ps->i;
+    wf := (p->>'id')::uuid; tok := (p->>'leaseToken')::uuid; rv := (p->>'rowVersion')::bigint;
     IF p ? 'acquireOnly' THEN
       -- nothing to commit: the permits of the attempt the claim's lease is about to run
-      SELECT * INTO a FROM acquire_permits((p->>'id')::uuid, (p->>'leaseToken')::uuid, (p->>'rowVersion')::bigint, p->'permits');
+      SELECT * INTO a FROM acquire_permits(wf, tok, rv, p->'permits');
       RETURN QUERY SELECT 1, a.scope, a.resource, a.wait_ms, a.waiters;
       CONTINUE;
     END IF;
+    kept := NULL;
+    IF p ? 'permits' AND tok IS NOT NULL THEN
+      -- asked before the commit: whether what it holds was alive under this lease until now
+      PERFORM set_config('role', 'flow_engine', true);
+      kept := permits_kept(wf, tok, p->'permits');
+      PERFORM set_config('role', prev_role, true);
+    END IF;
     c := commit_journaled(p);
     IF c = 1 AND p ? 'permits' THEN
+      PERFORM set_config('role', 'flow_engine', true);
+      IF kept IS NOT NULL THEN
+        -- it goes on with the permits it holds: a token from each rate bucket, nothing else written
+        UPDATE limit_buckets lb SET tokens = (g->>'tokens')::float8 - 1, refilled_at = clock_timestamp()
+        FROM jsonb_array_elements(kept) g
+        WHERE lb.env_id = g->>'s' AND lb.resource = g->>'r' AND lb.key = g->>'k';
+        PERFORM set_config('role', prev_role, true);
+        RETURN QUERY SELECT c, NULL::text, NULL::text, NULL::float8, false;
+        CONTINUE;
+      END IF;
+      PERFORM set_config('role', prev_role, true);
       -- the lease kept by the commit: its token, and the row version the commit left
-      SELECT * INTO a FROM acquire_permits((p->>'id')::uuid, (p->>'leaseToken')::uuid, (p->>'rowVersion')::bigint + 1, p->'permits');
+      SELECT * INTO a FROM acquire_permits(wf, tok, rv + 1, p->'permits');
+      IF a.resource IS NULL THEN
+        -- granted: what this lease held before and the next attempt does not need is yielded
+        PERFORM set_config('role', 'flow_engine', true);
+        UPDATE permits q SET lease_token = NULL
+        WHERE q.workflow_id = wf AND q.lease_token = tok AND q.row_version IS NOT NULL AND q.row_version <= rv;
+        PERFORM set_config('role', prev_role, true);
+      END IF;
       RETURN QUERY SELECT c, a.scope, a.resource, a.wait_ms, a.waiters;
     ELSE
       RETURN QUERY SELECT c, NULL::text, NULL::text, NULL::float8, NULL::boolean;
@@ -633,8 +666,70 @@ CREATE FUNCTION flow.permit_alive(p flow.permits, w flow.workflows) RETURNS bool
     AS $$
   SELECT coalesce(CASE WHEN p.row_version IS NULL
     THEN w.state NOT IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered')
-    ELSE w.lease_token = p.lease_token AND w.row_version = p.row_version AND w.lease_expires_at > now()
+    ELSE w.lease_token = p.lease_token AND w.row_version >= p.row_version AND w.lease_expires_at > now()
   END, false)
+$$;
+
+--
+-- Name: permits_kept(uuid, uuid, jsonb); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.permits_kept(wf uuid, tok uuid, needs jsonb) RETURNS jsonb
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+  n      jsonb;
+  s      text;
+  r      text;
+  k      text;
+  cap    integer;
+  rt     float8;
+  bu     integer;
+  o      limit_overrides;
+  b      limit_buckets;
+  held   integer := 0;
+  tokens float8;
+  taken  jsonb := '[]';
+BEGIN
+  FOR n IN SELECT e.value FROM jsonb_array_elements(needs) e LOOP
+    s := n->>'s'; r := n->>'r'; k := n->>'k';
+    SELECT * INTO o FROM limit_overrides lo WHERE lo.env_id = s AND lo.resource = r;
+    IF FOUND THEN cap := o.concurrency; rt := o.rate; bu := o.burst;
+    ELSE cap := (n->>'c')::integer; rt := (n->>'rate')::float8; bu := (n->>'burst')::integer;
+    END IF;
+    CONTINUE WHEN cap IS NULL AND rt IS NULL;
+    IF (n->>'w')::boolean THEN
+      -- a workflow's permit, held until it ends: as in acquire_permits()
+      CONTINUE WHEN EXISTS (SELECT 1 FROM permits p WHERE p.workflow_id = wf AND p.env_id = s AND p.resource = r AND p.key = k);
+      RETURN NULL;
+    END IF;
+    SELECT * INTO b FROM limit_buckets lb WHERE lb.env_id = s AND lb.resource = r AND lb.key = k;
+    IF NOT FOUND THEN RETURN NULL; END IF;
+    IF cap IS NOT NULL THEN
+      IF NOT EXISTS (SELECT 1 FROM permits p JOIN workflows w ON w.id = p.workflow_id
+                     WHERE p.workflow_id = wf AND p.env_id = s AND p.resource = r AND p.key = k
+                       AND p.lease_token = tok AND p.row_version IS NOT NULL AND permit_alive(p, w)
+                       AND p.acquired_at > coalesce(b.limit_changed_at, '-infinity'))
+         OR EXISTS (SELECT 1 FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'concurrency') THEN
+        RETURN NULL;
+      END IF;
+      held := held + 1;
+    END IF;
+    IF rt IS NOT NULL THEN
+      tokens := least(coalesce(bu, 1)::float8, b.tokens + rt * extract(epoch FROM clock_timestamp() - b.refilled_at));
+      IF tokens < 1 OR EXISTS (SELECT 1 FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'rate') THEN
+        RETURN NULL;
+      END IF;
+      taken := taken || jsonb_build_object('s', s, 'r', r, 'k', k, 'tokens', tokens);
+    END IF;
+  END LOOP;
+  -- nothing held that the next attempt does not need: acquire_permits() yields those
+  IF (SELECT count(*) FROM permits p WHERE p.workflow_id = wf AND p.lease_token = tok AND p.row_version IS NOT NULL) <> held THEN
+    RETURN NULL;
+  END IF;
+  RETURN taken;
+END
 $$;
 
 --
@@ -867,6 +962,22 @@ END
 $$;
 
 --
+-- Name: yield_permits(uuid, uuid); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.yield_permits(wf uuid, tok uuid) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  prev_role text := current_setting('role');
+BEGIN
+  PERFORM set_config('role', 'flow_engine', true);
+  UPDATE permits p SET lease_token = NULL WHERE p.workflow_id = wf AND p.lease_token = tok AND p.row_version IS NOT NULL;
+  PERFORM set_config('role', prev_role, true);
+END
+$$;
+
+--
 -- Name: audit; Type: TABLE; Schema: flow; Owner: -
 --
 
@@ -1054,7 +1165,8 @@ CREATE TABLE flow.limit_buckets (
     key text NOT NULL,
     tokens double precision NOT NULL,
     refilled_at timestamp with time zone NOT NULL,
-    next_slot timestamp with time zone
+    next_slot timestamp with time zone,
+    limit_changed_at timestamp with time zone
 );
 
 ALTER TABLE ONLY flow.limit_buckets FORCE ROW LEVEL SECURITY;
@@ -2457,6 +2569,13 @@ GRANT ALL ON FUNCTION flow.write_effects(wf uuid, env text, p jsonb) TO flow_eng
 
 GRANT ALL ON FUNCTION flow.write_effects_at(wf uuid, env text, p jsonb, born timestamp with time zone) TO flow_app;
 GRANT ALL ON FUNCTION flow.write_effects_at(wf uuid, env text, p jsonb, born timestamp with time zone) TO flow_engine;
+
+--
+-- Name: FUNCTION yield_permits(wf uuid, tok uuid); Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT ALL ON FUNCTION flow.yield_permits(wf uuid, tok uuid) TO flow_app;
+GRANT ALL ON FUNCTION flow.yield_permits(wf uuid, tok uuid) TO flow_engine;
 
 --
 -- Name: TABLE audit; Type: ACL; Schema: flow; Owner: -

@@ -22,6 +22,8 @@ class CountingService extends FakeService {
   maxInFlight = 0;
   readonly perKey = new Map<string, number>();
   overlaps = 0;
+  /** When each call arrived (performance.now()). */
+  readonly arrivals: number[] = [];
   #gate: Promise<void> = Promise.resolve();
   #open: () => void = () => {};
 
@@ -29,6 +31,7 @@ class CountingService extends FakeService {
     super();
     this.on('/call', async (req) => {
       const key = String((req.body as { key?: unknown } | null)?.key ?? '');
+      this.arrivals.push(performance.now());
       this.inFlight++;
       this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
       const n = (this.perKey.get(key) ?? 0) + 1;
@@ -185,6 +188,70 @@ describeEachDriver('limits', (getDb, driver) => {
     expect(acquires()).toBe(0);
   });
 
+  /** Notes every insert and update of a permit row (a trigger of this test's schema): its workflow's id. */
+  async function notePermitWrites(engine: Engine): Promise<(ids: string[]) => Promise<number>> {
+    const schema = engine.db.schema;
+    await engine.db.pool.query(`CREATE TABLE IF NOT EXISTS permit_writes (workflow_id uuid NOT NULL)`);
+    await engine.db.pool.query(
+      `CREATE OR REPLACE FUNCTION note_permit_write() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = ${schema} AS $$
+       BEGIN INSERT INTO permit_writes VALUES (NEW.workflow_id); RETURN NEW; END $$`,
+    );
+    await engine.db.pool.query(`DROP TRIGGER IF EXISTS permit_written ON permits`);
+    await engine.db.pool.query(`CREATE TRIGGER permit_written AFTER INSERT OR UPDATE ON permits FOR EACH ROW EXECUTE FUNCTION note_permit_write()`);
+    return async (ids) => Number((await engine.db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM permit_writes WHERE workflow_id = ANY($1)`, [ids])).rows[0]!.n);
+  }
+
+  it('a chain under one lease keeps its concurrency permit: written once, not once an attempt', async () => {
+    const { svc, engine } = await setup({ concurrency: 100, rate: null, burst: null });
+    const writes = await notePermitWrites(engine);
+    const logic = chainLogic(4);
+    await engine.publish(logic, ENV);
+    await engine.workers.start();
+    const id = (await engine.start({ env: ENV, logicId: logic.logicId, input: { key: 'k' } })).id;
+    await allEnded(engine, [id]);
+    expect(svc.calls('/call')).toHaveLength(4);
+    // taken for the first attempt; the next three go on under the same lease with the same permit
+    expect(await writes([id])).toBe(1);
+  });
+
+  it('a chain whose next step needs no permit yields it at once: a waiter runs while the chain goes on', async () => {
+    const db = getDb();
+    const svc = await new CountingService().listen();
+    const other = await new CountingService().listen();
+    const engine = new Engine({
+      db,
+      env: ENV,
+      executors: { handlers: new Map([['SVC', { url: svc.url, limit: { concurrency: 1, rate: null, burst: null } }], ['OTHER', { url: other.url }]]) },
+      worker: { concurrency: 8, pollMs: 50 },
+      permitSweepMs: 0,
+    });
+    open.push({ engine, svc });
+    try {
+      const chain = uniqueLogic({
+        start: 'capped',
+        steps: {
+          capped: { kind: 'proxy', handler: 'svc', path: '/call', input: 'input', next: 'free' },
+          free: { kind: 'proxy', handler: 'other', path: '/call', input: 'input', next: null },
+        } as never,
+      });
+      const single = callLogic();
+      await engine.publish(chain, ENV);
+      await engine.publish(single, ENV);
+      other.hold();
+      await engine.workers.start();
+      const a = (await engine.start({ env: ENV, logicId: chain.logicId, input: { key: 'a' } })).id;
+      await waitFor('the chain at its step without a permit', async () => (other.inFlight === 1 ? true : undefined));
+      // the capped handler's only permit is free: a newcomer takes it while the chain's call is held
+      const b = (await engine.start({ env: ENV, logicId: single.logicId, input: { key: 'b' } })).id;
+      await allEnded(engine, [b]);
+      other.open();
+      await allEnded(engine, [a]);
+    } finally {
+      other.open();
+      await other.close();
+    }
+  });
+
   it('a chain of calls under a cap of 2: never more than 2 in flight, though each next attempt takes its permit in a commit', async () => {
     const { svc, engine } = await setup({ concurrency: 2, rate: null, burst: null }, { pollMs: 3_600_000 });
     const logic = chainLogic(3);
@@ -214,6 +281,62 @@ describeEachDriver('limits', (getDb, driver) => {
     await waitFor('five calls in flight', async () => (svc.inFlight === 5 ? true : undefined));
     svc.open();
     await allEnded(engine, ids);
+  });
+
+  it('a limit lowered at runtime holds for chains already running: a permit kept under the lease is counted again', async () => {
+    const { svc, engine } = await setup({ concurrency: 2, rate: null, burst: null }, { pollMs: 3_600_000 });
+    const logic = chainLogic(5);
+    await engine.publish(logic, ENV);
+    svc.hold();
+    await engine.workers.start();
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) ids.push((await engine.start({ env: ENV, logicId: logic.logicId, input: { key: `k${i}` } })).id);
+    await waitFor('both chains at their first call', async () => (svc.inFlight === 2 ? true : undefined));
+    const override = (limit: { concurrency: number; rate: null; burst: null } | null) =>
+      asScheduler(engine.db, (c) => putOverride(c, { scope: '*', resource: 'handler:SVC', limit, actor: 'ops' }));
+    await override({ concurrency: 1, rate: null, burst: null });
+    try {
+      // from here on, a call starts only where no other is in flight
+      svc.maxInFlight = 0;
+      svc.open();
+      await allEnded(engine, ids);
+      expect(svc.calls('/call')).toHaveLength(10);
+      expect(svc.maxInFlight).toBe(1);
+    } finally {
+      await override(null);
+    }
+  });
+
+  it('a chain that keeps its permit under the lease yields it to one waiting: the waiter goes next, not after the chain', async () => {
+    const { svc, engine } = await setup({ concurrency: 1, rate: null, burst: null }, { pollMs: 3_600_000 });
+    const chain = chainLogic(5);
+    const single = callLogic();
+    await engine.publish(chain, ENV);
+    await engine.publish(single, ENV);
+    svc.hold();
+    await engine.workers.start();
+    const a = (await engine.start({ env: ENV, logicId: chain.logicId, input: { key: 'a' } })).id;
+    await waitFor('the chain at its first call', async () => (svc.inFlight === 1 ? true : undefined));
+    const b = (await engine.start({ env: ENV, logicId: single.logicId, input: { key: 'b' } })).id;
+    await waitFor('the newcomer in line', async () => ((await asScheduler(engine.db, (c) => listWaiters(c, { env: ENV, limit: 10 }))).length === 1 ? true : undefined));
+    svc.open();
+    await allEnded(engine, [a, b]);
+    const order = svc.calls('/call').map((c) => (c.body as { key: string }).key);
+    expect(order).toEqual(['a', 'b', 'a', 'a', 'a', 'a']);
+  });
+
+  it('a chain that keeps its permit under the lease still takes a rate token for each call', async () => {
+    const { svc, engine } = await setup({ concurrency: 100, rate: 5, burst: 1 });
+    // the configured limit, not an override an earlier test of this store left
+    await asScheduler(engine.db, (c) => putOverride(c, { scope: '*', resource: 'handler:SVC', limit: null, actor: 'test' }));
+    const logic = chainLogic(6);
+    await engine.publish(logic, ENV);
+    await engine.workers.start();
+    const id = (await engine.start({ env: ENV, logicId: logic.logicId, input: { key: 'k' } })).id;
+    await allEnded(engine, [id]);
+    expect(svc.calls('/call')).toHaveLength(6);
+    // one token at once, then one each 200 ms: the sixth call 1 s after the first at the earliest
+    expect(svc.arrivals.at(-1)! - svc.arrivals[0]!).toBeGreaterThanOrEqual(990);
   });
 
   /** `n` instances claimed by hand, and a way to take permits on resources (cap 1 each) for one of them. */
