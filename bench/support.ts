@@ -166,8 +166,11 @@ export function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 }
 
+/** The median: the middle value, or the mean of the two middle values of an even count. */
 export function median(values: number[]): number {
-  return percentile([...values].sort((a, b) => a - b), 50);
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid]! : sorted.length === 0 ? Number.NaN : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 export const fmt = (n: number, digits = 0) =>
