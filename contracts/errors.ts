@@ -43,4 +43,5 @@ export const LogicIssueCode = {
   hashMismatch: 'FLOW_LV_HASH_MISMATCH',
   reservedHeader: 'FLOW_LV_RESERVED_HEADER',
   unknownMessage: 'FLOW_LV_UNKNOWN_MESSAGE',
+  unstorable: 'FLOW_LV_UNSTORABLE',
 } as const;

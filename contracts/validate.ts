@@ -3,6 +3,7 @@ import { type LogicVersionIssue, LogicIssueCode, LogicVersionInvalid } from './e
 import { checkExpression, expressionsOf } from './expressions.ts';
 import { isReservedHeader } from './http-headers.ts';
 import { LogicVersion, type StepDef } from './logic-version.ts';
+import { unstorableText } from './storable-text.ts';
 
 /**
  * Validates a LogicVersion document: the zod schema first, then the structural checks the schema
@@ -20,7 +21,7 @@ export function parseLogicVersion(doc: unknown, opts: { checkHash?: boolean } = 
     }));
     throw new LogicVersionInvalid(label, issues);
   }
-  const issues = structuralIssues(parsed.data);
+  const issues = [...unstorableIssues(doc), ...structuralIssues(parsed.data)];
   if (opts.checkHash !== false) {
     const expected = logicVersionHash(doc as Record<string, unknown>);
     if (parsed.data.hash !== expected) {
@@ -33,6 +34,30 @@ export function parseLogicVersion(doc: unknown, opts: { checkHash?: boolean } = 
   }
   if (issues.length > 0) throw new LogicVersionInvalid(label, issues);
   return parsed.data;
+}
+
+/**
+ * Strings (keys or values) Postgres cannot store (storable-text.ts), each with its path: such a
+ * document would be refused by the store itself, with no code, after the checks had passed.
+ */
+function unstorableIssues(doc: unknown): LogicVersionIssue[] {
+  const issues: LogicVersionIssue[] = [];
+  const walk = (v: unknown, path: string[]): void => {
+    if (typeof v === 'string') {
+      const why = unstorableText(v);
+      if (why !== null) issues.push({ code: LogicIssueCode.unstorable, path: path.join('.'), message: `the text ${why}` });
+    } else if (Array.isArray(v)) {
+      v.forEach((x, i) => walk(x, [...path, String(i)]));
+    } else if (v !== null && typeof v === 'object') {
+      for (const [k, x] of Object.entries(v)) {
+        const why = unstorableText(k);
+        if (why !== null) issues.push({ code: LogicIssueCode.unstorable, path: [...path, '(a key)'].join('.'), message: `the key ${why}` });
+        walk(x, [...path, k]);
+      }
+    }
+  };
+  walk(doc, []);
+  return issues;
 }
 
 /** The steps a step can route to, with the field that names each. */

@@ -1,3 +1,4 @@
+import { unstorableText } from '../../contracts/storable-text.ts';
 /**
  * What Postgres can hold, checked before a value reaches a commit (ARCHITECTURE.md, Limits). A
  * value jsonb or timestamptz refuses would fail its commit on every try, and the instance would
@@ -25,9 +26,6 @@ const MAX_INSTANT_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 export type StorableProblem =
   | { kind: 'too_large'; bytes: number; max: number }
   | { kind: 'unstorable'; path: string; why: string };
-
-/** A string with ES2024's isWellFormed (Node 20; not yet in the ES2023 lib): false when it holds a lone surrogate. */
-type Es2024String = string & { isWellFormed(): boolean };
 
 /**
  * The first reason `value` cannot be stored, or null. One walk with an explicit stack (so a
@@ -79,7 +77,7 @@ export function storableProblem(value: unknown, maxBytes: number): StorableProbl
  * it as it would at commit.
  */
 function scalarBound(v: unknown): number | string {
-  if (typeof v === 'string') return badString(v) ?? 6 * v.length + 2;
+  if (typeof v === 'string') return unstorableText(v) ?? 6 * v.length + 2;
   if (typeof v === 'number') return Number.isFinite(v) ? 24 : `is ${v}, not a JSON number`;
   if (v !== null && typeof v === 'object') return 0;
   return 5;
@@ -97,12 +95,6 @@ function pathOf(e: Entry): string {
   const parts: string[] = [];
   for (let at: Entry | null = e; at !== null && at.key !== null; at = at.parent) parts.push(typeof at.key === 'number' ? `[${at.key}]` : `.${at.key}`);
   return `$${parts.reverse().join('')}`;
-}
-
-function badString(s: string): string | null {
-  if (s.includes('\0')) return 'holds a NUL character (\\u0000)';
-  if (!(s as Es2024String).isWellFormed()) return 'holds a lone UTF-16 surrogate (not valid Unicode)';
-  return null;
 }
 
 /** Why a timestamp (ms since the epoch) cannot be scheduled, or null: years 1 to 9999. */

@@ -123,6 +123,25 @@ describeEachDriver('bad input', (getDb) => {
     expect(accepted).toBeLessThan(150);
   });
 
+  // found by the fuzz above in CI (seed -710215172): an emit step's event "\u0000", rehashed,
+  // reached Postgres, whose jsonb refused it with a raw error instead of a coded one
+  it('a LogicVersion whose strings Postgres cannot store (a NUL, a lone surrogate) is refused FLOW_LOGIC_INVALID, nothing written', async () => {
+    for (const bad of ['\u0000', 'x\ud800y']) {
+      const doc = uniqueLogic({ start: 'e', steps: { e: { kind: 'emit', event: bad, payload: '{}' } } }) as unknown as Record<string, unknown>;
+      doc['hash'] = safeHash(doc);
+      const before = await counts();
+      const err = await engine.publish(doc).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(err, String(err)).toBeInstanceOf(FlowError);
+      expect((err as FlowError).code).toBe('FLOW_LOGIC_INVALID');
+      expect((err as FlowError).message).toContain('FLOW_LV_UNSTORABLE');
+      expect((err as FlowError).message).toContain('steps.e.event');
+      expect(await counts()).toEqual(before);
+    }
+  });
+
   it('an input, event payload, decision payload or completion over the size limit is refused FLOW_INPUT_TOO_LARGE', async () => {
     const logic = uniqueLogic({ start: 'ask', steps: { ask: { kind: 'decision', options: ['ok'] } } });
     await engine.publish(logic);
