@@ -47,7 +47,7 @@ function unstorableIssues(doc: unknown): LogicVersionIssue[] {
       const why = unstorableText(v);
       if (why !== null) issues.push({ code: LogicIssueCode.unstorable, path: path.join('.'), message: `the text ${why}` });
     } else if (Array.isArray(v)) {
-      v.forEach((x, i) => walk(x, [...path, String(i)]));
+      for (const [i, x] of v.entries()) walk(x, [...path, String(i)]);
     } else if (v !== null && typeof v === 'object') {
       for (const [k, x] of Object.entries(v)) {
         const why = unstorableText(k);
