@@ -463,7 +463,8 @@ BEGIN
     lease_token = (p->>'leaseToken')::uuid,
     lease_expires_at = CASE WHEN p->>'leaseToken' IS NULL THEN NULL
                             ELSE now() + (p->>'leaseMs')::float8 * interval '1 millisecond' END
-  WHERE id = (p->>'id')::uuid AND row_version = (p->>'rowVersion')::bigint AND state = p->>'fromState'
+  WHERE id = (p->>'id')::uuid AND row_version = (p->>'rowVersion')::bigint
+    AND state IS NOT DISTINCT FROM p->>'fromState'
   RETURNING created_at INTO born;
   IF born IS NOT NULL THEN
     PERFORM write_effects_at((p->>'id')::uuid, p->>'env', p, born);
@@ -871,6 +872,7 @@ $$;
 
 CREATE FUNCTION flow.write_effects_at(wf uuid, env text, p jsonb, born timestamp with time zone) RETURNS void
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   outboxed integer := 0;

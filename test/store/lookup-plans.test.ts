@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { begin } from '../../engine/core/flow.ts';
+import { begin, onOutcome } from '../../engine/core/flow.ts';
 import { newInstance } from '../../engine/runtime/start-instance.ts';
 import { claimWorkflows } from '../../engine/store/claim-workflows.ts';
+import { commitTransition } from '../../engine/store/commit-transition.ts';
 import { insertWorkflow } from '../../engine/store/insert-workflow.ts';
 import { publishLogicVersion } from '../../engine/store/logic-versions.ts';
 import { advanceClock, fireDueTimers } from '../../engine/store/timers.ts';
@@ -110,6 +111,75 @@ describe.skipIf(!process.env['DATABASE_URL'])('a claim and a timer poll find out
         expect(fired.leased.map((s) => s.instance.id)).toEqual([parked]);
       });
       expect(poll, 'the timer poll').toEqual({ seq: 0, byKey: 1 });
+    } finally {
+      c.release();
+    }
+  });
+});
+
+/** The plans auto_explain handed client `c` for the statements `work` ran, nested ones included. */
+async function plansOf(c: Client, work: () => Promise<void>): Promise<string[]> {
+  const plans: string[] = [];
+  const collect = (msg: { message?: string }) => {
+    if (msg.message?.includes('Query Text:')) plans.push(msg.message);
+  };
+  await c.query(`LOAD 'auto_explain'`);
+  await c.query(`SET auto_explain.log_min_duration = 0`);
+  await c.query(`SET auto_explain.log_nested_statements = on`);
+  await c.query(`SET auto_explain.log_level = 'notice'`);
+  c.on('notice', collect);
+  try {
+    await work();
+  } finally {
+    c.off('notice', collect);
+    await c.query(`SET auto_explain.log_min_duration = -1`);
+  }
+  return plans;
+}
+
+// Migration 0040: a step's commit updated its row `WHERE id = … AND state = fromState`, and row
+// security adds the env. Before the table had statistics the planner took the partial index on
+// (env, …, state) over the primary key, and each commit walked the env's instances in flight.
+// And write_effects_at()'s statements on the partitioned step_runs got a custom plan, planned
+// again on every commit (a generic one cannot prune partitions at plan time, so it looked dearer).
+describe.skipIf(!process.env['DATABASE_URL'])('a step commit finds its row by id and is planned once [postgres]', () => {
+  let db: Db;
+  beforeAll(async () => {
+    db = await openTestDb('postgres');
+  });
+  afterAll(async () => {
+    await closeTestDb(db);
+  });
+
+  it('with 200 instances in flight and no statistics: the primary key, and a generic plan', async () => {
+    const env = 'env-commit-plans';
+    const chain = makeLogic({ logicId: 'store.plans.chain', start: 's0', steps: { s0: { kind: 'proxy', path: '/a', next: 's1' }, s1: { kind: 'proxy', path: '/b' } } });
+    await db.pool.query('ALTER TABLE workflows SET (autovacuum_enabled = false)');
+    await inEnv(db, env, async (c) => {
+      await publishLogicVersion(c, env, chain);
+      for (let i = 0; i < 200; i++) await insertWorkflow(c, await begin(chain, newInstance(chain, { env, input: {}, correlationId: null })), { idempotencyKey: null });
+    });
+    const claimed = await claimWorkflows(db.pool, { limit: 200, leaseMs: 60_000 });
+    expect(claimed).toHaveLength(200);
+    const c = await db.pool.connect();
+    try {
+      const commit = async (stored: (typeof claimed)[number]) => {
+        const t = await onOutcome(chain, stored.instance, { status: 'succeeded', output: {} }, true);
+        const token = stored.leaseToken!;
+        await c.query('SELECT set_config($1, $2, false)', ['app.env_id', env]);
+        expect(await commitTransition(c, stored, t, { keepLease: { token, ttlMs: 60_000 }, by: token })).toBe(true);
+      };
+      // past the five custom plans a cached statement gets before Postgres weighs a generic one
+      for (const stored of claimed.slice(0, 7)) await commit(stored);
+      const plans = await plansOf(c, () => commit(claimed[7]!));
+      const update = plans.find((p) => /Query Text: UPDATE workflows SET/.test(p));
+      expect(update, 'the commit ran its UPDATE').toBeDefined();
+      expect(update).toMatch(/Index Scan using workflows_pkey on workflows/);
+      expect(update).not.toMatch(/Rows Removed by Filter/);
+      const attempts = plans.find((p) => /Query Text: MERGE INTO step_runs/.test(p));
+      expect(attempts, 'the commit wrote its attempts').toBeDefined();
+      // a custom plan carries this commit's values as literals; the generic one, parameters
+      expect(attempts).not.toContain(claimed[7]!.instance.id);
     } finally {
       c.release();
     }
