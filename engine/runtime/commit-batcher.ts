@@ -5,6 +5,13 @@ import { commitOne } from '../store/commit-transition.ts';
 /** Rows a batch holds at most: a bound on one statement's parameter and on its locks. */
 const MAX_BATCH = 64;
 
+/**
+ * Batches out at once. A batch runs on one Postgres backend, so with one out Postgres used at most
+ * one core for the commits of every instance in flight; with two, the next batch runs while the
+ * one before it waits for its WAL flush or its answer's trip back (docs/performance.md).
+ */
+export const IN_FLIGHT = 2;
+
 interface Waiting {
   param: string;
   /** It carries the permits of the instance's next attempt (migration 0037). */
@@ -15,10 +22,11 @@ interface Waiting {
 
 /**
  * Puts the worker pool's single-statement commits of many instances into one statement, one
- * transaction and one WAL flush (migration 0012). Batching is natural, with no timer: when no
- * batch is in flight a commit is sent at once, on its own — so a workflow alone pays nothing —
- * and the commits that arrive while one is in flight are sent together when it returns. The
- * more instances in flight, the larger the batches.
+ * transaction and one WAL flush (migration 0012). Batching is natural, with no timer: while fewer
+ * than IN_FLIGHT batches are out a commit is sent at once — so a workflow alone pays nothing —
+ * and the commits that arrive while they are out are sent together when one returns. The more
+ * instances in flight, the larger the batches. One instance's commits never share or overtake
+ * each other: its worker waits for each receipt before it makes the next.
  *
  * Each caller is answered only when its own row's statement has returned (committed or fenced):
  * a worker still runs its next effect only after its state is durable. A batch is one
@@ -27,7 +35,8 @@ interface Waiting {
  */
 export class CommitBatcher {
   readonly #waiting: Waiting[] = [];
-  #sending = false;
+  /** Batches out now (at most IN_FLIGHT). */
+  #sending = 0;
 
   constructor(private readonly pool: pg.Pool) {}
 
@@ -35,13 +44,13 @@ export class CommitBatcher {
   commit = (param: string, takesPermits = false): Promise<CommitReceipt> =>
     new Promise((resolve, reject) => {
       this.#waiting.push({ param, takesPermits, resolve, reject });
-      if (!this.#sending) void this.#send();
+      if (this.#sending < IN_FLIGHT) void this.#send();
     });
 
   async #send(): Promise<void> {
-    this.#sending = true;
+    this.#sending++;
     while (this.#waiting.length > 0) await this.#sendBatch(this.#waiting.splice(0, MAX_BATCH));
-    this.#sending = false;
+    this.#sending--;
   }
 
   /** Never throws: every caller of the batch is answered, with its count or an error. */
