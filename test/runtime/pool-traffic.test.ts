@@ -2,6 +2,7 @@ import { setImmediate as tick } from 'node:timers/promises';
 import { expect, it } from 'vitest';
 import { TERMINAL_STATES } from '../../contracts/index.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
+import { IN_FLIGHT } from '../../engine/runtime/commit-batcher.ts';
 import { advanceClock } from '../../engine/store/timers.ts';
 import { asScheduler } from '../../engine/store/tx.ts';
 import { makeLogic } from '../contracts/helpers.ts';
@@ -128,11 +129,11 @@ describeEachDriver('a worker pool claims for work and beats once for all its lea
     await engine.workers.start();
     try {
       // one claim takes the pool's two executors' worth and as many again in reserve: four wake-ups
-      // applied at once, though only two calls may be out. The batcher sends the first at once (a
-      // workflow alone waits for nothing), so the other three share a second statement
+      // applied at once, though only two calls may be out. The batcher sends the first IN_FLIGHT at
+      // once, each alone (a workflow alone waits for nothing), so the others share one statement
       for (let waited = 0; (await woken()) < 4 && waited < 5000; waited += 20) await new Promise((r) => setTimeout(r, 20));
       expect(await woken()).toBe(4);
-      expect(commitStatements).toBe(2);
+      expect(commitStatements).toBe(IN_FLIGHT + 1);
       for (let i = 0; i < 20; i++) await tick();
       expect(svc.calls('/gate')).toHaveLength(2);
 
