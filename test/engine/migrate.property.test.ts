@@ -31,6 +31,8 @@ import { FakeService, type Received, type Reply } from '../support/fake-service.
  * - and its trace replays to the end across the migration.
  */
 const RUNS = Number(process.env['FLOW_PROP_RUNS'] ?? 80);
+/** Printed with the tally: FLOW_PROP_SEED replays a run whose generators missed a case. */
+const SEED = Number(process.env['FLOW_PROP_SEED'] ?? Math.floor(Math.random() * 2 ** 31));
 const ENV = 'test-env';
 
 type Kind = 'proxy' | 'pass' | 'choice' | 'delay' | 'decision';
@@ -174,7 +176,7 @@ describeEachDriver('the migrate property', (getDb) => {
     engine = testEngine(getDb(), svc);
   });
   afterAll(async () => {
-    console.log(`migrate property: ${JSON.stringify(tally)}`);
+    console.log(`migrate property: seed ${SEED} (FLOW_PROP_SEED=${SEED} replays it), ${JSON.stringify(tally)}`);
     await svc.close();
   });
 
@@ -261,7 +263,7 @@ describeEachDriver('the migrate property', (getDb) => {
         // and its trace replays to the end across the migration
         expect((await replay(record.version === 2 ? v2 : v1, await exportTrace(engine, ENV, id), { versions: [v1, v2] })).state).toBe(record.state);
       }),
-      { numRuns: RUNS },
+      { numRuns: RUNS, seed: SEED },
     );
     // the generators reach the cases that matter
     expect(tally.migrated).toBeGreaterThanOrEqual(RUNS / 6);
