@@ -19,14 +19,8 @@ const delay = (logicId: string, duration: string) =>
 const shortDelay = delay('store.plans.short', 'PT10M');
 const longDelay = delay('store.plans.long', 'P1D');
 
-/**
- * How the plans that ran during `work` on client `c` read workflow_outputs: sequential scans, and
- * scans of its primary key. auto_explain hands the client the plan of every statement, nested
- * ones (inside the claim and poll functions) included, as it ran: a cached generic plan shows as
- * itself. Unlike the statistics counters (pg_stat_get_xact_numscans), which another backend's
- * flush can move between two reads, a plan says only what this session did.
- */
-async function outputScans(c: Client, work: () => Promise<void>): Promise<{ seq: number; byKey: number }> {
+/** The plans auto_explain handed client `c` for the statements `work` ran, nested ones included. */
+async function plansOf(c: Client, work: () => Promise<void>): Promise<string[]> {
   const plans: string[] = [];
   const collect = (msg: { message?: string }) => {
     if (msg.message?.includes('Query Text:')) plans.push(msg.message);
@@ -42,7 +36,18 @@ async function outputScans(c: Client, work: () => Promise<void>): Promise<{ seq:
     c.off('notice', collect);
     await c.query(`SET auto_explain.log_min_duration = -1`);
   }
-  const nodes = plans.flatMap((p) => p.split('\n'));
+  return plans;
+}
+
+/**
+ * How the plans that ran during `work` on client `c` read workflow_outputs: sequential scans, and
+ * scans of its primary key. auto_explain hands the client the plan of every statement, nested
+ * ones (inside the claim and poll functions) included, as it ran: a cached generic plan shows as
+ * itself. Unlike the statistics counters (pg_stat_get_xact_numscans), which another backend's
+ * flush can move between two reads, a plan says only what this session did.
+ */
+async function outputScans(c: Client, work: () => Promise<void>): Promise<{ seq: number; byKey: number }> {
+  const nodes = (await plansOf(c, work)).flatMap((p) => p.split('\n'));
   return {
     seq: nodes.filter((l) => /Seq Scan on workflow_outputs\b/.test(l)).length,
     byKey: nodes.filter((l) => /(Index|Index Only|Bitmap Index) Scan (using|on) workflow_outputs_pkey\b/.test(l)).length,
@@ -117,25 +122,6 @@ describe.skipIf(!process.env['DATABASE_URL'])('a claim and a timer poll find out
   });
 });
 
-/** The plans auto_explain handed client `c` for the statements `work` ran, nested ones included. */
-async function plansOf(c: Client, work: () => Promise<void>): Promise<string[]> {
-  const plans: string[] = [];
-  const collect = (msg: { message?: string }) => {
-    if (msg.message?.includes('Query Text:')) plans.push(msg.message);
-  };
-  await c.query(`LOAD 'auto_explain'`);
-  await c.query(`SET auto_explain.log_min_duration = 0`);
-  await c.query(`SET auto_explain.log_nested_statements = on`);
-  await c.query(`SET auto_explain.log_level = 'notice'`);
-  c.on('notice', collect);
-  try {
-    await work();
-  } finally {
-    c.off('notice', collect);
-    await c.query(`SET auto_explain.log_min_duration = -1`);
-  }
-  return plans;
-}
 
 // Migration 0040: a step's commit updated its row `WHERE id = … AND state = fromState`, and row
 // security adds the env. Before the table had statistics the planner took the partial index on
