@@ -114,7 +114,8 @@ function build(logicId: string, version: number, specs: Spec[]): LogicVersion {
         kind: 'proxy',
         path: s.path,
         input: `{ "n": input.n, "op": "${s.path}" }`,
-        retry: { maxAttempts: s.maxAttempts, initialMs: 20, maxMs: 60 },
+        // a backoff no drain outlasts: round() cuts it short, so a move in it does not hang on timing
+        retry: { maxAttempts: s.maxAttempts, initialMs: 60_000, maxMs: 60_000 },
         ...(s.undo === null ? {} : { compensate: { kind: 'proxy' as const, path: s.undo, input: `{ "undo": "${s.undo}" }` } }),
         ...(onError === null ? {} : { onError }),
         ...base,
