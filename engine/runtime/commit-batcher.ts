@@ -65,13 +65,14 @@ export class CommitBatcher {
     // held, not pool.query(): a statement error keeps the connection (pool.query would drop it,
     // and on PGlite, one session behind a one-client pool, a dropped client breaks the next)
     try {
-      if (batch.length === 1) return await alone(client, batch[0]!);
+      if (batch.length === 1 && !batch[0]!.takesPermits) return await alone(client, batch[0]!);
       const ns = await commitBatch(client, batch.map((w) => w.param));
       for (const [i, w] of batch.entries()) w.resolve(ns[i]!);
     } catch {
-      // A statement error (a row that raised, a deadlock) rolled the whole batch back: commit each
-      // row on its own, so only the bad one fails. On the same connection: if it was lost, the
-      // batch may have landed, and a fresh one would answer its rows "fenced" (their guards
+      // A statement error (a row that raised, a deadlock, limits that looked slack and were not
+      // by the batch's end) rolled the whole batch back: commit each row on its own, its limits'
+      // buckets locked first, so only a bad row fails. On the same connection: if it was lost,
+      // the batch may have landed, and a fresh one would answer its rows "fenced" (their guards
       // moved); the lost one answers each row with the error, and each worker's retry finds its
       // receipt. (PGlite's pool has no second connection to offer anyway.)
       for (const w of batch) await alone(client, w);
@@ -81,8 +82,8 @@ export class CommitBatcher {
   }
 }
 
-/** One commit in a statement of its own: commit_batch() of one where it takes permits (only it can). */
+/** One commit in a statement of its own: commit_batch() of one, buckets locked first, where it takes permits (only it can). */
 async function alone(client: pg.PoolClient, w: Waiting): Promise<void> {
-  const sent = w.takesPermits ? commitBatch(client, [w.param]).then(([r]) => r!) : commitOne(client, w.param).then((n) => ({ n, permits: null }));
+  const sent = w.takesPermits ? commitBatch(client, [w.param], true).then(([r]) => r!) : commitOne(client, w.param).then((n) => ({ n, permits: null }));
   await sent.then(w.resolve, w.reject);
 }

@@ -16,14 +16,16 @@ export interface CommitReceipt {
  * 0037, 0038): `params` are commit_journaled()'s parameters, JSON each, applied in order, each one
  * with a `permits` key followed by acquire_permits() for its next attempt; or acquireParam()'s
  * elements, which commit nothing and only take permits. Answers each row's receipt.
- * A row that raises fails the whole statement and nothing of the batch is written.
+ * A row that raises fails the whole statement and nothing of the batch is written. So does a
+ * batch whose limits looked slack and were not by its end (migration 0041); `lockFirst` sends
+ * it again in the way that cannot fail so, its limits' buckets locked before its first row.
  */
-export async function commitBatch(q: Queryable, params: readonly string[]): Promise<CommitReceipt[]> {
+export async function commitBatch(q: Queryable, params: readonly string[], lockFirst = false): Promise<CommitReceipt[]> {
   // named: each connection parses and plans it once; the rows are joined as text, not re-encoded
   const res = await q.query<AcquireRow & { n: number }>({
     name: 'flow_commit_batch',
-    text: 'SELECT n, scope, resource, wait_ms, waiters FROM commit_batch($1::jsonb)',
-    values: [`[${params.join(',')}]`],
+    text: 'SELECT n, scope, resource, wait_ms, waiters FROM commit_batch($1::jsonb, $2)',
+    values: [`[${params.join(',')}]`, lockFirst],
   });
   return res.rows.map((row) => ({ n: row.n, permits: row.waiters === null ? null : acquiredFrom(row) }));
 }

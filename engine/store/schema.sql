@@ -319,32 +319,38 @@ END
 $$;
 
 --
--- Name: commit_batch(jsonb); Type: FUNCTION; Schema: flow; Owner: -
+-- Name: commit_batch(jsonb, boolean); Type: FUNCTION; Schema: flow; Owner: -
 --
 
-CREATE FUNCTION flow.commit_batch(ps jsonb) RETURNS TABLE(n integer, scope text, resource text, wait_ms double precision, waiters boolean)
+CREATE FUNCTION flow.commit_batch(ps jsonb, lock_first boolean DEFAULT false) RETURNS TABLE(n integer, scope text, resource text, wait_ms double precision, waiters boolean)
     LANGUAGE plpgsql
     AS $_$
 #variable_conflict use_column
 DECLARE
-  p    jsonb;
-  c    integer;
-  a    record;
-  wf   uuid;
-  tok  uuid;
-  rv   bigint;
-  kept jsonb;
+  p      jsonb;
+  c      integer;
+  a      record;
+  wf     uuid;
+  tok    uuid;
+  rv     bigint;
+  kept   jsonb;
+  slack  jsonb;
+  kept_i integer[];
+  taking jsonb := '[]';
   prev_role text := current_setting('role');
 BEGIN
   IF ps @? '$[*].permits' THEN
     PERFORM set_config('role', 'flow_engine', true);
-    PERFORM 1 FROM limit_buckets b
-    WHERE (b.env_id, b.resource, b.key) IN (
-      SELECT need->>'s', need->>'r', need->>'k'
-      FROM jsonb_array_elements(ps) e, jsonb_array_elements(e->'permits') need
-      WHERE e ? 'permits')
-    ORDER BY b.env_id, b.resource, b.key
-    FOR UPDATE;
+    IF NOT lock_first THEN SELECT * INTO slack, kept_i FROM permits_slack(ps); END IF;
+    IF slack IS NULL THEN
+      PERFORM 1 FROM limit_buckets b
+      WHERE (b.env_id, b.resource, b.key) IN (
+        SELECT need->>'s', need->>'r', need->>'k'
+        FROM jsonb_array_elements(ps) e, jsonb_array_elements(e->'permits') need
+        WHERE e ? 'permits')
+      ORDER BY b.env_id, b.resource, b.key
+      FOR UPDATE;
+    END IF;
     PERFORM set_config('role', prev_role, true);
   END IF;
   FOR i IN 0 .. jsonb_array_length(ps) - 1 LOOP
@@ -352,19 +358,42 @@ BEGIN
     wf := (p->>'id')::uuid; tok := (p->>'leaseToken')::uuid; rv := (p->>'rowVersion')::bigint;
     IF p ? 'acquireOnly' THEN
       -- nothing to commit: the permits of the attempt the claim's lease is about to run
+      IF slack IS NOT NULL THEN
+        PERFORM set_config('role', 'flow_engine', true);
+        PERFORM grant_slack(wf, tok, rv, p->'permits', slack);
+        PERFORM set_config('role', prev_role, true);
+        taking := taking || (p->'permits');
+        RETURN QUERY SELECT 1, NULL::text, NULL::text, NULL::float8, false;
+        CONTINUE;
+      END IF;
       SELECT * INTO a FROM acquire_permits(wf, tok, rv, p->'permits');
       RETURN QUERY SELECT 1, a.scope, a.resource, a.wait_ms, a.waiters;
       CONTINUE;
     END IF;
     kept := NULL;
-    IF p ? 'permits' AND tok IS NOT NULL THEN
+    IF slack IS NOT NULL THEN
+      -- asked for the whole batch by permits_slack()
+      IF i = ANY(kept_i) THEN kept := '[]'; END IF;
+    ELSIF p ? 'permits' AND tok IS NOT NULL THEN
       -- asked before the commit: whether what it holds was alive under this lease until now
       PERFORM set_config('role', 'flow_engine', true);
       kept := permits_kept(wf, tok, p->'permits');
       PERFORM set_config('role', prev_role, true);
     END IF;
     c := commit_journaled(p);
-    IF c = 1 AND p ? 'permits' THEN
+    IF c = 1 AND p ? 'permits' AND slack IS NOT NULL THEN
+      IF kept IS NULL THEN
+        -- granted with room to spare; what this lease held and the next attempt does not need is yielded
+        PERFORM set_config('role', 'flow_engine', true);
+        PERFORM grant_slack(wf, tok, rv + 1, p->'permits', slack);
+        UPDATE permits q SET lease_token = NULL
+        WHERE q.workflow_id = wf AND q.lease_token = tok AND q.row_version IS NOT NULL AND q.row_version <= rv;
+        PERFORM set_config('role', prev_role, true);
+      END IF;
+      -- its tokens are taken at the end
+      taking := taking || (p->'permits');
+      RETURN QUERY SELECT c, NULL::text, NULL::text, NULL::float8, false;
+    ELSIF c = 1 AND p ? 'permits' THEN
       PERFORM set_config('role', 'flow_engine', true);
       IF kept IS NOT NULL THEN
         -- it goes on with the permits it holds: a token from each rate bucket, nothing else written
@@ -390,6 +419,11 @@ BEGIN
       RETURN QUERY SELECT c, NULL::text, NULL::text, NULL::float8, NULL::boolean;
     END IF;
   END LOOP;
+  IF slack IS NOT NULL THEN
+    PERFORM set_config('role', 'flow_engine', true);
+    PERFORM take_slack(slack, taking);
+    PERFORM set_config('role', prev_role, true);
+  END IF;
 END
 $_$;
 
@@ -597,6 +631,24 @@ END
 $$;
 
 --
+-- Name: grant_slack(uuid, uuid, bigint, jsonb, jsonb); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.grant_slack(wf uuid, tok uuid, rv bigint, needs jsonb, buckets jsonb) RETURNS void
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+BEGIN
+  INSERT INTO permits AS p (env_id, resource, key, workflow_id, lease_token, row_version)
+  SELECT bk.s, bk.r, bk.k, wf, tok, rv
+  FROM jsonb_array_elements(needs) n, jsonb_to_recordset(buckets) bk(s text, r text, k text, cap integer)
+  WHERE bk.cap IS NOT NULL AND bk.s = n->>'s' AND bk.r = n->>'r' AND bk.k = n->>'k'
+  ON CONFLICT (workflow_id, env_id, resource, key) DO UPDATE
+    SET lease_token = excluded.lease_token, row_version = excluded.row_version, acquired_at = now();
+END
+$$;
+
+--
 -- Name: history_partitions(); Type: FUNCTION; Schema: flow; Owner: -
 --
 
@@ -734,6 +786,70 @@ END
 $$;
 
 --
+-- Name: permits_slack(jsonb); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.permits_slack(ps jsonb, OUT buckets jsonb, OUT kept integer[]) RETURNS record
+    LANGUAGE plpgsql STABLE
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+BEGIN
+  WITH wanted AS (
+    SELECT need->>'s' AS s, need->>'r' AS r, need->>'k' AS k, count(*) AS n,
+           count(DISTINCT jsonb_build_array(need->'c', need->'rate', need->'burst', need->'w')) AS configs,
+           bool_or((need->>'w')::boolean) AS wide, min(need::text)::jsonb AS need
+    FROM jsonb_array_elements(ps) e, jsonb_array_elements(e->'permits') need
+    WHERE e ? 'permits'
+    GROUP BY 1, 2, 3
+  ), limited AS (
+    -- the limit in force: its override, else what the elements carry
+    SELECT d.*,
+           CASE WHEN o.env_id IS NULL THEN (d.need->>'c')::integer ELSE o.concurrency END AS cap,
+           CASE WHEN o.env_id IS NULL THEN (d.need->>'rate')::float8 ELSE o.rate END AS rate,
+           CASE WHEN o.env_id IS NULL THEN (d.need->>'burst')::integer ELSE o.burst END AS burst
+    FROM wanted d LEFT JOIN limit_overrides o ON o.env_id = d.s AND o.resource = d.r
+  ), judged AS (
+    SELECT l.s, l.r, l.k, l.cap, l.rate, l.burst, b.limit_changed_at AS changed,
+           -- one config (engines may disagree), no workflow's permit (held until it ends, usually
+           -- a tight per-key limit), a bucket, nobody in line, and room to spare
+           b.env_id IS NOT NULL AND l.configs = 1 AND NOT l.wide
+           AND NOT EXISTS (SELECT 1 FROM permit_waiters q WHERE q.env_id = l.s AND q.resource = l.r AND q.key = l.k)
+           -- the permit rows, live or not, are at least the live ones: counted up to the cap
+           AND (l.cap IS NULL OR l.n + 128 + (SELECT count(*) FROM (SELECT 1 FROM permits p WHERE p.env_id = l.s AND p.resource = l.r AND p.key = l.k LIMIT l.cap + 1) x) <= l.cap)
+           AND (l.rate IS NULL OR least(coalesce(l.burst, 1)::float8, b.tokens + l.rate * extract(epoch FROM clock_timestamp() - b.refilled_at)) >= l.n + 128) AS ok
+    FROM limited l LEFT JOIN limit_buckets b ON b.env_id = l.s AND b.resource = l.r AND b.key = l.k
+    WHERE l.cap IS NOT NULL OR l.rate IS NOT NULL
+  )
+  SELECT CASE WHEN bool_and(ok) IS NOT FALSE
+              THEN coalesce(jsonb_agg(jsonb_build_object('s', s, 'r', r, 'k', k, 'cap', cap, 'rate', rate, 'burst', burst, 'changed', changed)), '[]') END
+  INTO buckets FROM judged;
+  IF buckets IS NULL THEN RETURN; END IF;
+  -- the commits that go on with what their lease holds (as permits_kept() asks, for the whole
+  -- batch at once): every capped permit they need held alive by the lease since the limit last
+  -- changed, and none held that they do not need
+  WITH caps AS MATERIALIZED (
+    SELECT bk.s, bk.r, bk.k, bk.changed
+    FROM jsonb_to_recordset(buckets) bk(s text, r text, k text, cap integer, changed timestamptz)
+    WHERE bk.cap IS NOT NULL
+  ), el AS MATERIALIZED (
+    SELECT (e.ord - 1)::integer AS i, (e.p->>'id')::uuid AS wf, (e.p->>'leaseToken')::uuid AS tok,
+           (SELECT count(*) FROM jsonb_array_elements(e.p->'permits') n JOIN caps c ON (c.s, c.r, c.k) = (n->>'s', n->>'r', n->>'k')) AS needed
+    FROM jsonb_array_elements(ps) WITH ORDINALITY e(p, ord)
+    WHERE e.p ? 'permits' AND NOT e.p ? 'acquireOnly' AND e.p->>'leaseToken' IS NOT NULL
+  )
+  SELECT coalesce(array_agg(el.i), '{}') INTO kept
+  FROM el, LATERAL (
+    SELECT count(*) AS held,
+           count(*) FILTER (WHERE c.s IS NOT NULL AND permit_alive(p, w) AND p.acquired_at > coalesce(c.changed, '-infinity')) AS good
+    FROM permits p JOIN workflows w ON w.id = p.workflow_id
+    LEFT JOIN caps c ON (c.s, c.r, c.k) = (p.env_id, p.resource, p.key)
+    WHERE p.workflow_id = el.wf AND p.lease_token = el.tok AND p.row_version IS NOT NULL
+  ) h
+  WHERE h.held = h.good AND h.good = el.needed;
+END
+$$;
+
+--
 -- Name: release_permits(uuid, boolean); Type: FUNCTION; Schema: flow; Owner: -
 --
 
@@ -783,6 +899,49 @@ BEGIN
   END LOOP;
   PERFORM set_config('role', prev_role, true);
   RETURN n;
+END
+$$;
+
+--
+-- Name: take_slack(jsonb, jsonb); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.take_slack(buckets jsonb, needs jsonb) RETURNS void
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+  gone text;
+BEGIN
+  PERFORM 1 FROM limit_buckets lb
+  WHERE (lb.env_id, lb.resource, lb.key) IN (SELECT x->>'s', x->>'r', x->>'k' FROM jsonb_array_elements(buckets) x)
+  ORDER BY lb.env_id, lb.resource, lb.key
+  FOR UPDATE;
+  WITH seen AS (
+    SELECT e.*, b.tokens AS had, b.refilled_at, b.limit_changed_at,
+           (SELECT count(*) FROM jsonb_array_elements(needs) t WHERE t->>'s' = e.s AND t->>'r' = e.r AND t->>'k' = e.k) AS taken
+    FROM jsonb_to_recordset(buckets) e(s text, r text, k text, cap integer, rate float8, burst integer, changed timestamptz)
+    JOIN limit_buckets b ON b.env_id = e.s AND b.resource = e.r AND b.key = e.k
+  )
+  SELECT string_agg(format('%s %s', s, r), ', ') INTO gone FROM seen
+  WHERE limit_changed_at IS DISTINCT FROM changed
+     OR EXISTS (SELECT 1 FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = k)
+     OR CASE WHEN cap IS NULL THEN false
+             -- counted through the live ones only where the rows, live or not, exceed the cap
+             WHEN (SELECT count(*) FROM (SELECT 1 FROM permits p WHERE p.env_id = s AND p.resource = r AND p.key = k LIMIT cap + 1) x) <= cap THEN false
+             ELSE (SELECT count(*) FROM permits p JOIN workflows w ON w.id = p.workflow_id
+                   WHERE p.env_id = s AND p.resource = r AND p.key = k AND permit_alive(p, w)) > cap END
+     OR (rate IS NOT NULL AND taken > 0
+         AND least(coalesce(burst, 1)::float8, had + rate * extract(epoch FROM clock_timestamp() - refilled_at)) < taken);
+  IF gone IS NOT NULL THEN
+    RAISE EXCEPTION 'no room left in % since the batch began', gone USING ERRCODE = 'serialization_failure';
+  END IF;
+  UPDATE limit_buckets lb
+  SET tokens = least(coalesce(e.burst, 1)::float8, lb.tokens + e.rate * extract(epoch FROM clock_timestamp() - lb.refilled_at)) - t.n,
+      refilled_at = clock_timestamp()
+  FROM jsonb_to_recordset(buckets) e(s text, r text, k text, rate float8, burst integer),
+       LATERAL (SELECT count(*) AS n FROM jsonb_array_elements(needs) t WHERE t->>'s' = e.s AND t->>'r' = e.r AND t->>'k' = e.k) t
+  WHERE e.rate IS NOT NULL AND t.n > 0 AND lb.env_id = e.s AND lb.resource = e.r AND lb.key = e.k;
 END
 $$;
 
@@ -2517,11 +2676,11 @@ GRANT ALL ON FUNCTION flow.claim_workflows(lim integer, lease_ms double precisio
 GRANT ALL ON FUNCTION flow.claim_workflows(lim integer, lease_ms double precision, weights jsonb) TO flow_engine;
 
 --
--- Name: FUNCTION commit_batch(ps jsonb); Type: ACL; Schema: flow; Owner: -
+-- Name: FUNCTION commit_batch(ps jsonb, lock_first boolean); Type: ACL; Schema: flow; Owner: -
 --
 
-GRANT ALL ON FUNCTION flow.commit_batch(ps jsonb) TO flow_app;
-GRANT ALL ON FUNCTION flow.commit_batch(ps jsonb) TO flow_engine;
+GRANT ALL ON FUNCTION flow.commit_batch(ps jsonb, lock_first boolean) TO flow_app;
+GRANT ALL ON FUNCTION flow.commit_batch(ps jsonb, lock_first boolean) TO flow_engine;
 
 --
 -- Name: FUNCTION commit_journaled(p jsonb); Type: ACL; Schema: flow; Owner: -
@@ -2552,11 +2711,32 @@ GRANT ALL ON FUNCTION flow.fire_due_timers(lim integer, lease_lim integer, lease
 GRANT ALL ON FUNCTION flow.fire_due_timers(lim integer, lease_lim integer, lease_ms double precision) TO flow_engine;
 
 --
+-- Name: FUNCTION grant_slack(wf uuid, tok uuid, rv bigint, needs jsonb, buckets jsonb); Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT ALL ON FUNCTION flow.grant_slack(wf uuid, tok uuid, rv bigint, needs jsonb, buckets jsonb) TO flow_app;
+GRANT ALL ON FUNCTION flow.grant_slack(wf uuid, tok uuid, rv bigint, needs jsonb, buckets jsonb) TO flow_engine;
+
+--
 -- Name: TABLE permits; Type: ACL; Schema: flow; Owner: -
 --
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.permits TO flow_app;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.permits TO flow_engine;
+
+--
+-- Name: FUNCTION permits_slack(ps jsonb, OUT buckets jsonb, OUT kept integer[]); Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT ALL ON FUNCTION flow.permits_slack(ps jsonb, OUT buckets jsonb, OUT kept integer[]) TO flow_app;
+GRANT ALL ON FUNCTION flow.permits_slack(ps jsonb, OUT buckets jsonb, OUT kept integer[]) TO flow_engine;
+
+--
+-- Name: FUNCTION take_slack(buckets jsonb, needs jsonb); Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT ALL ON FUNCTION flow.take_slack(buckets jsonb, needs jsonb) TO flow_app;
+GRANT ALL ON FUNCTION flow.take_slack(buckets jsonb, needs jsonb) TO flow_engine;
 
 --
 -- Name: FUNCTION write_effects(wf uuid, env text, p jsonb); Type: ACL; Schema: flow; Owner: -

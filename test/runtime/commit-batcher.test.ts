@@ -17,6 +17,9 @@ import { uniqueLogic } from '../support/engine.ts';
 import { FakeService } from '../support/fake-service.ts';
 import { PgProxy } from '../support/pg-proxy.ts';
 import { newInstance } from '../../engine/runtime/start-instance.ts';
+import type { CommitReceipt } from '../../engine/store/commit-batch.ts';
+import { type PermitNeed, putOverride } from '../../engine/store/permits.ts';
+import { waitFor } from '../support/store-checks.ts';
 
 const ENV = 'env-batch';
 const DATABASE_URL = process.env['DATABASE_URL'];
@@ -26,8 +29,8 @@ const logic = makeLogic({
   steps: { s0: { kind: 'proxy', path: '/a', next: 's1' }, s1: { kind: 'proxy', path: '/b' } },
 });
 
-/** `n` instances of `logic`, claimed: each held by a lease, as a worker holds it. */
-async function claimed(db: Db, n: number): Promise<Stored[]> {
+/** `n` instances of `logic`, started (not claimed); answers their ids. */
+async function started(db: Db, n: number): Promise<string[]> {
   const ids: string[] = [];
   await inEnv(db, ENV, async (c) => {
     await publishLogicVersion(c, ENV, logic).catch(() => false);
@@ -37,6 +40,12 @@ async function claimed(db: Db, n: number): Promise<Stored[]> {
       ids.push(inst.id);
     }
   });
+  return ids;
+}
+
+/** `n` instances of `logic`, claimed: each held by a lease, as a worker holds it. */
+async function claimed(db: Db, n: number): Promise<Stored[]> {
+  const ids = await started(db, n);
   const all = await claimWorkflows(db.pool, { limit: 100, leaseMs: 30_000 });
   return ids.map((id) => all.find((s) => s.instance.id === id)!);
 }
@@ -211,4 +220,97 @@ describe.skipIf(!DATABASE_URL)('many instances at once [postgres]', () => {
       await svc.close();
     }
   });
+});
+
+/**
+ * A batch whose limits have room to spare locks their buckets only at its end (migration 0041),
+ * and checks there, under the lock, that the room is still there. Here another transaction holds
+ * the bucket while the batch runs and takes the room away before letting go: the batch must fail
+ * its check, and each of its commits is sent again alone, its bucket locked first, where the
+ * limit as it now stands decides.
+ */
+describe.skipIf(!DATABASE_URL)('a batch whose limits looked slack and were not by its end [postgres]', () => {
+  let db: Db;
+  beforeAll(async () => {
+    db = await openTestDb('postgres', { poolSize: 8 });
+  });
+  afterAll(async () => {
+    if (db) await closeTestDb(db);
+  });
+
+  const RESOURCE = 'handler:SLACK';
+  /** Room to spare for the batch: a cap of 140 (128 spare and the batch's), and 1,000 tokens. */
+  const CAP = 140;
+  const needs: PermitNeed[] = [{ scope: '*', resource: RESOURCE, key: '', concurrency: CAP, rate: 1, burst: 1000, workflowWide: false }];
+
+  const takeRoom: Record<string, (c: pg.PoolClient, waiter: string) => Promise<unknown>> = {
+    // a workflow's permit (no lease) is held until its instance ends; they are claimed for long
+    // enough that the next cases' claims do not take them
+    'other instances took the whole cap': async (c) => {
+      const others = await started(db, CAP);
+      await claimWorkflows(db.pool, { limit: CAP, leaseMs: 600_000 });
+      await c.query(`INSERT INTO permits (env_id, resource, key, workflow_id) SELECT '*', $1, '', unnest($2::uuid[])`, [RESOURCE, others]);
+    },
+    'its tokens were taken': (c) => c.query(`UPDATE limit_buckets SET tokens = 0, refilled_at = clock_timestamp() WHERE resource = $1`, [RESOURCE]),
+    'someone joined the line': (c, waiter) =>
+      c.query(`INSERT INTO permit_waiters (env_id, resource, key, workflow_id, kind, concurrency) VALUES ('*', $1, '', $2, 'concurrency', $3)`, [RESOURCE, waiter, CAP]),
+    'its limit was lowered to 1': (c) => c.query(`SELECT set_config('role', 'flow_engine', true)`).then(() => putOverride(c, { scope: '*', resource: RESOURCE, limit: { concurrency: 1, rate: null, burst: null }, actor: 'test' })),
+  };
+
+  for (const [how, take] of Object.entries(takeRoom)) {
+    it(`grants no permit the limit no longer allows when ${how}`, async () => {
+      const [waiter, ...stored] = await claimed(db, IN_FLIGHT + 4);
+      const steps = await Promise.all(stored.map(firstStepDone));
+      await db.pool.query(`DELETE FROM limit_overrides; DELETE FROM permit_waiters; DELETE FROM permits; DELETE FROM limit_buckets`);
+      await db.pool.query(`INSERT INTO limit_buckets (env_id, resource, key, tokens, refilled_at) VALUES ('*', $1, '', 1000, clock_timestamp())`, [RESOURCE]);
+
+      // another transaction holds the bucket, and takes its room away while the batch runs
+      const blocker = await db.pool.connect();
+      try {
+        await blocker.query('BEGIN');
+        await blocker.query('SELECT 1 FROM limit_buckets WHERE resource = $1 FOR UPDATE', [RESOURCE]);
+        await take(blocker, waiter!.instance.id);
+
+        const batcher = new CommitBatcher(db.pool);
+        const receipts: (CommitReceipt | null)[] = steps.map(() => null);
+        const results = steps.map(({ stored: from, t, event }, i) => {
+          const token = from.leaseToken!;
+          const send = (p: string, takes: boolean) => batcher.commit(p, takes).then((r) => (receipts[i] = r));
+          return commitTransition(db, from, t, { keepLease: { token, ttlMs: 30_000 }, by: token, event, send, permits: needs });
+        });
+        // the first commits went out at once, judged the room slack, wrote their rows, and wait
+        // for the bucket only at their end: their instances' rows are locked by them
+        await waitFor('the commits out wait for the bucket', async () => {
+          // (the activity view is read once a transaction unless its snapshot is cleared)
+          await blocker.query('SELECT pg_stat_clear_snapshot()');
+          // waiting on it, or in line behind one that is
+          const res = await blocker.query<{ n: string }>(
+            `WITH RECURSIVE behind AS (
+               SELECT pid FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))
+               UNION SELECT a.pid FROM pg_stat_activity a JOIN behind ON behind.pid = ANY(pg_blocking_pids(a.pid)))
+             SELECT count(*) AS n FROM behind`,
+          );
+          return Number(res.rows[0]!.n) === IN_FLIGHT ? true : undefined;
+        });
+        await blocker.query('SAVEPOINT s');
+        const rowLocked = await blocker.query('SELECT 1 FROM workflows WHERE id = $1 FOR UPDATE NOWAIT', [steps[0]!.stored.instance.id]).then(
+          () => false,
+          (err: { code?: string }) => err.code === '55P03',
+        );
+        await blocker.query('ROLLBACK TO SAVEPOINT s');
+        expect(rowLocked).toBe(true);
+        await blocker.query('COMMIT');
+
+        expect(await Promise.all(results)).toEqual(steps.map(() => true));
+        const granted = receipts.filter((r) => r!.permits!.wait === null).length;
+        // lowered to 1: one permit at most; otherwise none, each waits for its token or its turn
+        expect(granted).toBe(how === 'its limit was lowered to 1' ? 1 : 0);
+        const bucket = await db.pool.query<{ tokens: number }>('SELECT tokens FROM limit_buckets WHERE resource = $1', [RESOURCE]);
+        expect(bucket.rows[0]!.tokens).toBeGreaterThanOrEqual(how === 'its limit was lowered to 1' ? 0 : -0.001);
+      } finally {
+        await blocker.query('ROLLBACK').catch(() => {});
+        blocker.release();
+      }
+    });
+  }
 });
