@@ -1,7 +1,7 @@
 import type { Instance } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
 import { effectsParam, writeFanOut } from './commit-transition.ts';
-import { insertJournal, journalParam } from './journal.ts';
+import { journalParam } from './journal.ts';
 import { storedCtx } from './rows.ts';
 import type { Client } from './tx.ts';
 
@@ -30,54 +30,43 @@ export async function insertWorkflow(
   t: Transition,
   key: StartKey,
 ): Promise<{ id: string; created: boolean; requestHash: string | null }> {
-  const { idempotencyKey } = key;
   const i = t.instance;
-  const res = await c.query<{ id: string }>(
-    `INSERT INTO workflows (id, env_id, domain, logic_id, version, logic_hash, state, input, output, current_step, error,
-                            generation, ctx, correlation_id, idempotency_key, parent_id, branch_index, run_at, callback_url,
-                            request_hash, trace_parent, priority)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-             now() + coalesce($18::float8, 0) * interval '1 millisecond', $19, $20, $21, $22)
-     ON CONFLICT (env_id, logic_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-     RETURNING id`,
-    [
-      i.id,
-      i.env,
-      i.domain,
-      i.logicId,
-      i.version,
-      i.logicHash,
-      i.state,
-      JSON.stringify(i.input),
-      JSON.stringify(i.output),
-      i.currentStep,
-      i.error === null ? null : JSON.stringify(i.error),
-      i.generation,
-      JSON.stringify(storedCtx(i.ctx)),
-      i.correlationId,
-      idempotencyKey,
-      i.parentId,
-      i.branchIndex,
-      t.runAfterMs,
-      key.callbackUrl ?? null,
-      key.requestHash ?? null,
-      key.traceParent ?? null,
-      key.priority ?? 0,
-    ],
-  );
-  if (res.rows.length === 0) {
-    const existing = await c.query<{ id: string; request_hash: string | null }>(
-      'SELECT id, request_hash FROM workflows WHERE logic_id = $1 AND idempotency_key = $2',
-      [i.logicId, idempotencyKey],
-    );
-    const row = existing.rows[0]!;
-    return { id: row.id, created: false, requestHash: row.request_hash };
-  }
+  const row = {
+    id: i.id,
+    env: i.env,
+    domain: i.domain,
+    logicId: i.logicId,
+    version: i.version,
+    logicHash: i.logicHash,
+    state: i.state,
+    input: i.input,
+    output: i.output,
+    currentStep: i.currentStep,
+    error: i.error,
+    generation: i.generation,
+    ctx: storedCtx(i.ctx),
+    correlationId: i.correlationId,
+    idempotencyKey: key.idempotencyKey,
+    parentId: i.parentId,
+    branchIndex: i.branchIndex,
+    runAfterMs: t.runAfterMs,
+    callbackUrl: key.callbackUrl ?? null,
+    requestHash: key.requestHash ?? null,
+    traceParent: key.traceParent ?? null,
+    priority: key.priority ?? 0,
+  };
   // a new row has no outputs yet: every output the instance holds is written, changed or not
   const effects = effectsParam(t, {}, Object.keys(i.ctx.outputs));
-  await c.query('SELECT write_effects($1, $2, $3::jsonb)', [i.id, i.env, JSON.stringify(effects)]);
   // the first journal row: the instance was created and began (row_version 1)
-  if (key.initial !== undefined) await insertJournal(c, i.env, i.id, journalParam(1, key.initial, { type: 'begin' }, t));
+  const journal = key.initial === undefined ? null : journalParam(1, key.initial, { type: 'begin' }, t);
+  // one statement (migration 0042): the row, its first attempt's rows and the journal row
+  const res = await c.query<{ id: string; created: boolean; request_hash: string | null }>({
+    name: 'flow_insert_started',
+    text: 'SELECT id, created, request_hash FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb)',
+    values: [JSON.stringify(row), JSON.stringify(effects), journal === null ? null : JSON.stringify(journal)],
+  });
+  const started = res.rows[0]!;
+  if (!started.created) return { id: started.id, created: false, requestHash: started.request_hash };
   await writeFanOut(c, t, {}); // a new instance has no children to cancel
-  return { id: i.id, created: true, requestHash: key.requestHash ?? null };
+  return { id: started.id, created: true, requestHash: started.request_hash };
 }

@@ -20,7 +20,7 @@ export function journalParam(n: number, before: Instance, event: TraceEvent, t: 
   return { n, fromState: before.state, event, decision: decisionOf(t), ...(event.type === 'begin' ? { initial: before } : {}) };
 }
 
-/** The first row of a new instance, written with its insert (row_version 1). */
+/** A journal row written in a transaction of its own making (a migration moving an instance); a commit writes its own through commit_journaled(), a start through insert_started(). */
 export async function insertJournal(c: Client, env: string, id: string, j: JournalParam): Promise<void> {
   await c.query(
     `INSERT INTO journal (env_id, workflow_id, n, from_state, event, decision, initial, born)

@@ -667,6 +667,42 @@ CREATE FUNCTION flow.history_partitions() RETURNS TABLE(name text, parent text, 
 $_$;
 
 --
+-- Name: insert_started(jsonb, jsonb, jsonb); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.insert_started(w jsonb, effects jsonb, j jsonb) RETURNS TABLE(id uuid, created boolean, request_hash text)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+  wf   uuid;
+  born timestamptz;
+BEGIN
+  INSERT INTO workflows AS x (id, env_id, domain, logic_id, version, logic_hash, state, input, output, current_step, error,
+                              generation, ctx, correlation_id, idempotency_key, parent_id, branch_index, run_at, callback_url,
+                              request_hash, trace_parent, priority)
+  VALUES ((w->>'id')::uuid, w->>'env', w->>'domain', w->>'logicId', (w->>'version')::integer, w->>'logicHash', w->>'state',
+          w->'input', w->'output', w->>'currentStep', nullif(w->'error', 'null'::jsonb), (w->>'generation')::integer, w->'ctx',
+          w->>'correlationId', w->>'idempotencyKey', (w->>'parentId')::uuid, (w->>'branchIndex')::integer,
+          now() + coalesce((w->>'runAfterMs')::float8, 0) * interval '1 millisecond', w->>'callbackUrl',
+          w->>'requestHash', w->>'traceParent', coalesce((w->>'priority')::integer, 0))
+  ON CONFLICT (env_id, logic_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+  RETURNING x.id, x.created_at INTO wf, born;
+  IF wf IS NULL THEN
+    RETURN QUERY SELECT x.id, false, x.request_hash FROM workflows x
+                 WHERE x.logic_id = w->>'logicId' AND x.idempotency_key = w->>'idempotencyKey';
+    RETURN;
+  END IF;
+  PERFORM write_effects_at(wf, w->>'env', effects, born);
+  IF j IS NOT NULL THEN
+    INSERT INTO journal (env_id, workflow_id, n, from_state, event, decision, initial, born)
+    VALUES (w->>'env', wf, (j->>'n')::bigint, j->>'fromState', j->'event', j->'decision', coalesce(j->'initial', 'null'::jsonb), born);
+  END IF;
+  RETURN QUERY SELECT wf, true, w->>'requestHash';
+END
+$$;
+
+--
 -- Name: notify_lease_taken(); Type: FUNCTION; Schema: flow; Owner: -
 --
 
@@ -2716,6 +2752,13 @@ GRANT ALL ON FUNCTION flow.fire_due_timers(lim integer, lease_lim integer, lease
 
 GRANT ALL ON FUNCTION flow.grant_slack(wf uuid, tok uuid, rv bigint, needs jsonb, buckets jsonb) TO flow_app;
 GRANT ALL ON FUNCTION flow.grant_slack(wf uuid, tok uuid, rv bigint, needs jsonb, buckets jsonb) TO flow_engine;
+
+--
+-- Name: FUNCTION insert_started(w jsonb, effects jsonb, j jsonb); Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT ALL ON FUNCTION flow.insert_started(w jsonb, effects jsonb, j jsonb) TO flow_app;
+GRANT ALL ON FUNCTION flow.insert_started(w jsonb, effects jsonb, j jsonb) TO flow_engine;
 
 --
 -- Name: TABLE permits; Type: ACL; Schema: flow; Owner: -

@@ -58,3 +58,52 @@ describeEachDriver('start idempotency keys', (getDb) => {
     expect(await engine.start({ logicId: other.logicId, input: { amount: 10 }, idempotencyKey: 'k-per-logic' })).toEqual({ id: second.id, created: false });
   });
 });
+
+/**
+ * A start is on the path to the first call, so its round trips count: the transaction's BEGIN
+ * (with the env), the version it starts, one statement for the row with its first attempt and
+ * journal row (migration 0042), and COMMIT. A repeat with the same key is the same four.
+ */
+describeEachDriver('the statements of a start', (getDb) => {
+  it('a start sends four statements in its transaction, a repeat with its key the same four', async () => {
+    const db = getDb();
+    const engine = new Engine({ db, env: ENV });
+    const logic = uniqueLogic({ start: 'wait', steps: { wait: { kind: 'decision', options: ['ok'] } } });
+    await engine.publish(logic);
+    await engine.start({ logicId: logic.logicId, input: {} }); // the version is cached from here on
+
+    // every statement sent on a checked-out client, in order (a client is wrapped once: the pool hands the same one out again)
+    const sent: string[] = [];
+    const wrapped = new WeakSet<object>();
+    const connect = db.pool.connect.bind(db.pool);
+    db.pool.connect = (async () => {
+      const client = await connect();
+      if (!wrapped.has(client)) {
+        wrapped.add(client);
+        const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+        client.query = ((config: string | { text: string }, ...rest: unknown[]) => {
+          sent.push(typeof config === 'string' ? config : config.text);
+          return query(config, ...rest);
+        }) as typeof client.query;
+      }
+      return client;
+    }) as typeof db.pool.connect;
+    try {
+      const first = await engine.start({ logicId: logic.logicId, input: { n: 1 }, idempotencyKey: 'counted' });
+      const again = await engine.start({ logicId: logic.logicId, input: { n: 1 }, idempotencyKey: 'counted' });
+      expect(again).toEqual({ id: first.id, created: false });
+    } finally {
+      db.pool.connect = connect as typeof db.pool.connect;
+    }
+    // the transactions, each from its BEGIN
+    const txs: string[][] = [];
+    for (const q of sent) {
+      if (q.startsWith('BEGIN')) txs.push([q]);
+      else txs.at(-1)?.push(q);
+    }
+    const starts = txs.filter((s) => s.some((q) => q.includes('FROM logic_versions')));
+    expect(starts.map((s) => s.length)).toEqual([4, 4]);
+    expect(starts[0]![0]).toMatch(/^BEGIN; SELECT set_config\('app.env_id'/);
+    expect(starts[0]![3]).toBe('COMMIT');
+  });
+});
