@@ -31,24 +31,11 @@ export async function insertWorkflow(
   key: StartKey,
 ): Promise<{ id: string; created: boolean; requestHash: string | null }> {
   const i = t.instance;
+  // the instance's fields, as insert_started() reads them, and the start's own
   const row = {
-    id: i.id,
-    env: i.env,
-    domain: i.domain,
-    logicId: i.logicId,
-    version: i.version,
-    logicHash: i.logicHash,
-    state: i.state,
-    input: i.input,
-    output: i.output,
-    currentStep: i.currentStep,
-    error: i.error,
-    generation: i.generation,
+    ...i,
     ctx: storedCtx(i.ctx),
-    correlationId: i.correlationId,
     idempotencyKey: key.idempotencyKey,
-    parentId: i.parentId,
-    branchIndex: i.branchIndex,
     runAfterMs: t.runAfterMs,
     callbackUrl: key.callbackUrl ?? null,
     requestHash: key.requestHash ?? null,

@@ -7,9 +7,10 @@
 -- one call; the engine's start goes from six round trips to four. write_effects() stays for
 -- engines of an earlier version during a rolling deploy.
 --
--- `w` is the row (the engine's names), `effects` what write_effects() took, `j` the journal row
--- (null: not journalled). An idempotency key already used for the definition in the env inserts
--- nothing and answers the existing instance, as the INSERT ... ON CONFLICT DO NOTHING did.
+-- `w` is the instance (its fields as the engine names them) with the start's own, `effects` what
+-- write_effects() took, `j` the journal row (null: not journalled). An idempotency key already
+-- used for the definition in the env inserts nothing and answers the existing instance, as the
+-- INSERT ... ON CONFLICT DO NOTHING did.
 
 CREATE FUNCTION insert_started(w jsonb, effects jsonb, j jsonb)
 RETURNS TABLE (id uuid, created boolean, request_hash text)
