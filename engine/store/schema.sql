@@ -299,7 +299,8 @@ BEGIN
     ORDER BY lease_expires_at LIMIT lim
     FOR NO KEY UPDATE SKIP LOCKED
   ), claimed AS (
-    SELECT id FROM runnable UNION ALL SELECT id FROM orphaned LIMIT lim
+    -- work already begun first (waiters woken, dead holders' instances), then newcomers
+    SELECT id FROM orphaned UNION ALL SELECT id FROM runnable LIMIT lim
   ), taken AS (
     UPDATE workflows w
     SET state = CASE WHEN w.state IN ('compensating', 'waiting') THEN w.state ELSE 'processing' END,
