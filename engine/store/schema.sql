@@ -92,6 +92,8 @@ BEGIN
     END IF;
     IF rt IS NOT NULL THEN
       tokens := least(coalesce(bu, 1)::float8, b.tokens + rt * extract(epoch FROM clock_timestamp() - b.refilled_at));
+      -- the line is served at the rate: one whose turn came finds at most 0.1 s of tokens beyond its own
+      IF mine.kind = 'rate' THEN tokens := least(tokens, 1 + rt * 0.1); END IF;
       -- a newcomer joins the line behind those in it; one whose turn came takes a token if there
       -- is one (one in line before it but late loses no turn: it takes the next token)
       ahead := (mine.id IS NULL OR mine.kind <> 'rate')

@@ -4,6 +4,7 @@ import type { HandlerProfile } from '../../engine/executors/handlers.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import { claimWorkflows } from '../../engine/store/claim-workflows.ts';
 import { acquirePermits, listWaiters, putOverride } from '../../engine/store/permits.ts';
+import type { Stored } from '../../engine/store/rows.ts';
 import { asScheduler, type Queryable } from '../../engine/store/tx.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { uniqueLogic } from '../support/engine.ts';
@@ -400,6 +401,39 @@ describeEachDriver('limits', (getDb, driver) => {
     } finally {
       c.release();
     }
+  });
+
+  it('a line for a rate is served at the rate: waiters that come late take at most a tenth of a second of tokens at once, not the burst', async () => {
+    const db = getDb();
+    const svc = await new CountingService().listen();
+    const engine = new Engine({ db, env: ENV, executors: { handlers: new Map([['SVC', { url: svc.url }]]) }, permitSweepMs: 0 });
+    open.push({ engine, svc });
+    const logic = callLogic();
+    await engine.publish(logic, ENV);
+    const ids = await Promise.all([0, 1, 2, 3].map(async () => (await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id));
+    const need = { scope: ENV, resource: `test:paced:${crypto.randomUUID()}`, key: '', concurrency: null, rate: 10, burst: 10, workflowWide: false };
+    // the bucket is empty: every one of them joins the line, a turn each 100 ms
+    await asScheduler(db, (c) => c.query(`INSERT INTO limit_buckets (env_id, resource, key, tokens, refilled_at) VALUES ($1, $2, '', 0, clock_timestamp())`, [ENV, need.resource]));
+    let held = new Map<string, Stored>();
+    const claim = async () => {
+      held = new Map((await claimWorkflows(db.pool, { limit: 10, leaseMs: 60_000 })).map((s) => [s.instance.id, s]));
+    };
+    const take = async (id: string) => {
+      const lease = held.get(id)!;
+      return (await acquirePermits(db.pool, { id, token: lease.leaseToken!, rowVersion: lease.rowVersion, needs: [need] })).wait;
+    };
+    await claim();
+    for (const id of ids) expect((await take(id))?.wakeInMs).toBeGreaterThan(0);
+    // their turns came a second ago and nobody took a token since: the bucket is full again
+    await asScheduler(db, async (c) => {
+      await c.query(`UPDATE limit_buckets SET refilled_at = clock_timestamp() - interval '1 second' WHERE resource = $1`, [need.resource]);
+      await c.query(`UPDATE workflows SET lease_expires_at = now() - interval '1 millisecond' WHERE id = ANY($1)`, [ids]);
+    });
+    await claim();
+    const waits = [];
+    for (const id of ids) waits.push(await take(id));
+    // 1 + 10/s x 0.1 s = 2 go at once; the others wait for their token, 100 ms apart
+    expect(waits.map((w) => w === null)).toEqual([true, true, false, false]);
   });
 
   it("a holder that dies keeps no permit: once its lease has expired the next waiter is woken and takes it", async () => {
