@@ -295,14 +295,22 @@ BEGIN
     FROM due
   ), runnable AS (
     SELECT id FROM turns ORDER BY turn, priority DESC, run_at LIMIT lim
+  ), turned AS (
+    -- waiters woken for room kept for them (0027, 0033)
+    SELECT w.id FROM workflows w
+    WHERE w.id IN (SELECT q.workflow_id FROM permit_waiters q WHERE q.kind = 'concurrency' AND q.woken_at IS NOT NULL)
+      AND w.state = 'processing' AND w.lease_token IS NULL AND w.lease_expires_at < statement_timestamp()
+    ORDER BY w.lease_expires_at LIMIT lim
+    FOR NO KEY UPDATE SKIP LOCKED
   ), orphaned AS (
     SELECT id FROM workflows
     WHERE state = 'processing' AND lease_expires_at < statement_timestamp()
     ORDER BY lease_expires_at LIMIT lim
     FOR NO KEY UPDATE SKIP LOCKED
   ), claimed AS (
-    -- work already begun first (waiters woken, dead holders' instances), then newcomers
-    SELECT id FROM orphaned UNION ALL SELECT id FROM runnable LIMIT lim
+    -- waiters woken for room, then newcomers, then lapsed leases (a waiter taken
+    -- first may come again from `orphaned`: the UPDATE takes it once)
+    SELECT id FROM turned UNION ALL SELECT id FROM runnable UNION ALL SELECT id FROM orphaned LIMIT lim
   ), taken AS (
     UPDATE workflows w
     SET state = CASE WHEN w.state IN ('compensating', 'waiting') THEN w.state ELSE 'processing' END,
@@ -852,7 +860,8 @@ BEGIN
            -- one config (engines may disagree), no workflow's permit (held until it ends, usually
            -- a tight per-key limit), a bucket, nobody in line, and room to spare
            b.env_id IS NOT NULL AND l.configs = 1 AND NOT l.wide
-           AND NOT EXISTS (SELECT 1 FROM permit_waiters q WHERE q.env_id = l.s AND q.resource = l.r AND q.key = l.k)
+           -- the head of the line, by its index (an EXISTS here was planned as a scan of every line)
+           AND (SELECT q.id FROM permit_waiters q WHERE q.env_id = l.s AND q.resource = l.r AND q.key = l.k ORDER BY q.id LIMIT 1) IS NULL
            -- the permit rows, live or not, are at least the live ones: counted up to the cap
            AND (l.cap IS NULL OR l.n + 128 + (SELECT count(*) FROM (SELECT 1 FROM permits p WHERE p.env_id = l.s AND p.resource = l.r AND p.key = l.k LIMIT l.cap + 1) x) <= l.cap)
            AND (l.rate IS NULL OR least(coalesce(l.burst, 1)::float8, b.tokens + l.rate * extract(epoch FROM clock_timestamp() - b.refilled_at)) >= l.n + 128) AS ok
@@ -964,7 +973,7 @@ BEGIN
   )
   SELECT string_agg(format('%s %s', s, r), ', ') INTO gone FROM seen
   WHERE limit_changed_at IS DISTINCT FROM changed
-     OR EXISTS (SELECT 1 FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = k)
+     OR (SELECT q.id FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = k ORDER BY q.id LIMIT 1) IS NOT NULL
      OR CASE WHEN cap IS NULL THEN false
              -- counted through the live ones only where the rows, live or not, exceed the cap
              WHEN (SELECT count(*) FROM (SELECT 1 FROM permits p WHERE p.env_id = s AND p.resource = r AND p.key = k LIMIT cap + 1) x) <= cap THEN false
@@ -999,10 +1008,6 @@ DECLARE
   n     integer;
 BEGIN
   PERFORM 1 FROM limit_buckets b WHERE b.env_id = s AND b.resource = r AND b.key = k FOR UPDATE;
-  -- waiters whose instance ended wait no more
-  DELETE FROM permit_waiters q USING workflows w
-  WHERE q.env_id = s AND q.resource = r AND q.key = k AND w.id = q.workflow_id
-    AND w.state IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered');
   SELECT * INTO o FROM limit_overrides lo WHERE lo.env_id = s AND lo.resource = r;
   IF FOUND THEN cap := o.concurrency;
   ELSE SELECT max(q.concurrency) INTO cap FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = k;
@@ -1019,9 +1024,11 @@ BEGIN
   END IF;
   IF n <= 0 THEN RETURN 0; END IF;
   WITH first AS (
-    SELECT q.id, q.workflow_id FROM permit_waiters q
+    -- the first in line whose instance has not ended (the sweep drops those that have)
+    SELECT q.id, q.workflow_id FROM permit_waiters q JOIN workflows w ON w.id = q.workflow_id
     WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'concurrency'
       AND (q.woken_at IS NULL OR q.woken_at <= now() - interval '30 seconds')
+      AND w.state NOT IN ('completed', 'failed', 'compensated', 'cancelled', 'dead_lettered')
     ORDER BY q.id LIMIT n
   ), marked AS (
     UPDATE permit_waiters q SET woken_at = now() FROM first WHERE q.id = first.id RETURNING q.workflow_id
@@ -2026,10 +2033,28 @@ CREATE INDEX outbox_due ON flow.outbox USING btree (next_attempt_at) WHERE ((del
 CREATE INDEX outbox_workflow ON flow.outbox USING btree (workflow_id);
 
 --
+-- Name: permit_waiters_cap; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX permit_waiters_cap ON flow.permit_waiters USING btree (env_id, resource, key, concurrency);
+
+--
+-- Name: permit_waiters_instance; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX permit_waiters_instance ON flow.permit_waiters USING btree (workflow_id, env_id, resource, key);
+
+--
 -- Name: permit_waiters_line; Type: INDEX; Schema: flow; Owner: -
 --
 
 CREATE INDEX permit_waiters_line ON flow.permit_waiters USING btree (env_id, resource, key, id);
+
+--
+-- Name: permit_waiters_woken; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX permit_waiters_woken ON flow.permit_waiters USING btree (env_id, resource, key, woken_at) WHERE ((kind = 'concurrency'::text) AND (woken_at IS NOT NULL));
 
 --
 -- Name: permits_resource; Type: INDEX; Schema: flow; Owner: -

@@ -436,6 +436,29 @@ describeEachDriver('limits', (getDb, driver) => {
     expect(waits.map((w) => w === null)).toEqual([true, true, false, false]);
   });
 
+  it('a waiter woken for room is claimed before newcomers, however long they have been due', async () => {
+    const db = getDb();
+    const svc = await new CountingService().listen();
+    const engine = new Engine({ db, env: ENV, executors: { handlers: new Map([['SVC', { url: svc.url }]]) }, permitSweepMs: 0 });
+    open.push({ engine, svc });
+    const logic = callLogic();
+    await engine.publish(logic, ENV);
+    const [a, b] = await Promise.all([0, 1].map(async () => (await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id)) as [string, string];
+    const need = { scope: ENV, resource: `test:woken:${crypto.randomUUID()}`, key: '', concurrency: 1, rate: null, burst: null, workflowWide: false };
+    const held = new Map((await claimWorkflows(db.pool, { limit: 10, leaseMs: 60_000 })).map((s) => [s.instance.id, s]));
+    const take = (id: string) => acquirePermits(db.pool, { id, token: held.get(id)!.leaseToken!, rowVersion: held.get(id)!.rowVersion, needs: [need] });
+    expect((await take(a)).wait).toBeNull();
+    expect((await take(b)).wait).not.toBeNull();
+    // a backlog due for an hour
+    const newcomers = await Promise.all([0, 1, 2].map(async () => (await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id));
+    await asScheduler(db, (c) => c.query(`UPDATE workflows SET run_at = now() - interval '1 hour' WHERE id = ANY($1)`, [newcomers]));
+    // a's attempt ends: its commit moved the row on, and its release wakes b
+    await asScheduler(db, (c) => c.query(`UPDATE workflows SET row_version = row_version + 1, lease_token = NULL, state = 'completed' WHERE id = $1`, [a]));
+    expect(await engine.permits.release({ id: a, ended: true })).toBe(1);
+    const [first] = await claimWorkflows(db.pool, { limit: 1, leaseMs: 60_000 });
+    expect(first!.instance.id).toBe(b);
+  });
+
   it("a holder that dies keeps no permit: once its lease has expired the next waiter is woken and takes it", async () => {
     const db = getDb();
     const svc = await new CountingService().listen();

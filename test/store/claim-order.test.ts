@@ -61,24 +61,3 @@ describeEachDriver('claim order', (getDb) => {
     expect(weighted).toBe(6);
   });
 });
-
-describeEachDriver('claim order: work already begun', (getDb) => {
-  it('takes an instance whose lease ran out (a dead holder, or a permit waiter woken) before newcomers, however early they came', async () => {
-    const engine = new Engine({ db: getDb(), env: 'begun' });
-    const logic = uniqueLogic({ domain: 'svc', start: 'call', steps: { call: { kind: 'proxy', path: '/x' } } });
-    await engine.publish(logic);
-    const begun = await engine.start({ logicId: logic.logicId, input: {} });
-    const [held] = await claimWorkflows(engine.db.pool, { limit: 1, leaseMs: 60_000 });
-    expect(held!.instance.id).toBe(begun.id);
-    const newcomers = [];
-    for (let i = 0; i < 3; i++) newcomers.push((await engine.start({ logicId: logic.logicId, input: { i } })).id);
-    await asScheduler(engine.db, async (c) => {
-      // the newcomers came long ago; the begun one's lease lapsed (as acquire_permits() leaves a waiter it wakes)
-      await c.query(`UPDATE workflows SET run_at = now() - interval '1 hour' WHERE id = ANY($1)`, [newcomers]);
-      await c.query(`UPDATE workflows SET lease_token = NULL, lease_expires_at = now() - interval '1 millisecond' WHERE id = $1`, [begun.id]);
-    });
-    const [first] = await claimWorkflows(engine.db.pool, { limit: 1, leaseMs: 60_000 });
-    await engine.close();
-    expect(first!.instance.id).toBe(begun.id);
-  });
-});
