@@ -12,6 +12,7 @@ import { hostAllowed } from '../executors/allowlist.ts';
 import { createExecutors, type ExecutorOptions, Identities } from '../executors/index.ts';
 import { pgRegistrations } from '../store/m2m-registrations.ts';
 import type { Db } from '../store/db.ts';
+import type { Stored } from '../store/rows.ts';
 import { NotFound, VersionRetired } from '../store/errors.ts';
 import { findStartableVersion } from '../store/find-startable-version.ts';
 import type { StuckThresholds } from '../store/workflow-filter.ts';
@@ -493,24 +494,35 @@ export class Engine {
     const callback = req.callback === undefined ? null : new URL(req.callback.url);
     if (callback !== null && !hostAllowed(this.#callbackHosts, callback)) throw new CallbackNotAllowed(callback.host);
     const env = req.env ?? this.env;
-    const result = await inEnv(this.db, env, async (c) => {
-      const found = await findStartableVersion(c, req.logicId, req.version);
-      if (found === null) throw new NotFound(`LogicVersion ${req.logicId}${req.version ? `@${req.version}` : ''}`);
-      if (!found.active) throw new VersionRetired(req.logicId, req.version);
-      const logic = found.doc;
-      const started = await startPinned(c, this.logics, logic, {
-        env,
-        input: req.input,
-        correlationId: req.correlationId ?? null,
-        idempotencyKey: req.idempotencyKey ?? null,
-        requestedVersion: req.version ?? null,
-        callbackUrl: req.callback?.url ?? null,
-        ...(opts.traceContext === undefined ? {} : { traceContext: opts.traceContext }),
-        ...(req.priority === undefined ? {} : { priority: req.priority }),
+    // an executor free here: the instance is leased to this engine as it is inserted (migration 0045)
+    const lease = this.workers.reserve();
+    let result: { id: string; created: boolean; record: WorkflowRecord | null; leased: Stored | null };
+    try {
+      result = await inEnv(this.db, env, async (c) => {
+        const found = await findStartableVersion(c, req.logicId, req.version);
+        if (found === null) throw new NotFound(`LogicVersion ${req.logicId}${req.version ? `@${req.version}` : ''}`);
+        if (!found.active) throw new VersionRetired(req.logicId, req.version);
+        const logic = found.doc;
+        const started = await startPinned(c, this.logics, logic, {
+          env,
+          input: req.input,
+          correlationId: req.correlationId ?? null,
+          idempotencyKey: req.idempotencyKey ?? null,
+          requestedVersion: req.version ?? null,
+          callbackUrl: req.callback?.url ?? null,
+          ...(opts.traceContext === undefined ? {} : { traceContext: opts.traceContext }),
+          ...(req.priority === undefined ? {} : { priority: req.priority }),
+          lease,
+        });
+        return { ...started, record: withRecord ? await loadRecord(c, started.id) : null };
       });
-      return { ...started, record: withRecord ? await loadRecord(c, started.id) : null };
-    });
-    this.workers.wake();
+    } catch (err) {
+      lease?.release();
+      throw err;
+    }
+    if (result.leased !== null) lease!.adopt(result.leased);
+    else if (lease !== null) lease.release(); // it wakes the claim loop
+    else this.workers.wake();
     return result;
   }
 

@@ -6,6 +6,7 @@ import { createInstance, type Instance, type JsonValue } from '../core/instance.
 import { schemaProblems } from '../core/schemas.ts';
 import { IdempotencyMismatch, InputInvalid } from '../errors.ts';
 import { insertWorkflow } from '../store/insert-workflow.ts';
+import type { Stored } from '../store/rows.ts';
 import type { Client } from '../store/tx.ts';
 import { endThrown, instanceAttributes, traceParentOf, tracer } from '../tracing.ts';
 import type { LogicCache } from './logic-cache.ts';
@@ -28,6 +29,8 @@ export interface StartSpec {
   traceContext?: Context;
   /** Claims take an env's instances of higher priority first. (Default: the definition's `priority`, else 0) */
   priority?: number;
+  /** A lease from the starting engine's pool: an instance due now is inserted with it, to be driven without a claim. */
+  lease?: { token: string; leaseMs: number } | null;
 }
 
 /**
@@ -35,7 +38,12 @@ export interface StartSpec {
  * env-scoped transaction: checks the input, enters the first step and inserts the instance with
  * its first transition. Shared by API starts and event triggers.
  */
-export async function startPinned(c: Client, logics: LogicCache, logic: LogicVersion, spec: StartSpec): Promise<{ id: string; created: boolean }> {
+export async function startPinned(
+  c: Client,
+  logics: LogicCache,
+  logic: LogicVersion,
+  spec: StartSpec,
+): Promise<{ id: string; created: boolean; leased: Stored | null }> {
   // the instance's trace: this span, a child of the caller's (its traceparent, made active by the
   // API, or by the caller's own SDK in process), is what every later span of the instance is
   // parented to (its traceparent is stored with the instance)
@@ -49,14 +57,17 @@ export async function startPinned(c: Client, logics: LogicCache, logic: LogicVer
     const hash = spec.idempotencyKey === null ? null : startRequestHash(logic.logicId, spec);
     const traceParent = span.isRecording() ? traceParentOf(span) : null;
     const priority = spec.priority ?? logic.priority ?? 0;
-    const started = await insertWorkflow(c, t, { idempotencyKey: spec.idempotencyKey, requestHash: hash, callbackUrl: spec.callbackUrl, initial, traceParent, priority });
+    // due now, and its engine has room: leased to it at once (what a claim would do next)
+    const lease = spec.lease && t.instance.state === 'pending' && t.runAfterMs === null ? spec.lease : null;
+    const started = await insertWorkflow(c, t, { idempotencyKey: spec.idempotencyKey, requestHash: hash, callbackUrl: spec.callbackUrl, initial, traceParent, priority, lease });
     if (span.isRecording()) span.setAttributes({ ...instanceAttributes({ ...initial, id: started.id }), 'flow.created': started.created });
     // an instance started before hashes were kept (null) answers any request, as it always did
     if (!started.created && started.requestHash !== null && started.requestHash !== hash) {
       throw new IdempotencyMismatch(spec.idempotencyKey!, started.id);
     }
     span.end();
-    return { id: started.id, created: started.created };
+    const leased = lease === null || !started.created ? null : { instance: { ...t.instance, state: 'processing' as const }, rowVersion: 1, leaseToken: lease.token, wakes: [], traceParent };
+    return { id: started.id, created: started.created, leased };
   } catch (err) {
     endThrown(span, err);
     throw err;

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Context } from '@opentelemetry/api';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -42,6 +43,16 @@ const TIMER_POLL_GAP_MS = 10;
 const TIMER_BATCH = 2000;
 /** Firing statements side by side during a burst, SKIP LOCKED keeping them apart: two cores. */
 const TIMER_FIRERS = 2;
+
+/** A lease a start may give its new instance, from the pool of the engine starting it (WorkerPool.reserve). */
+export interface StartLease {
+  token: string;
+  leaseMs: number;
+  /** Drives the instance, inserted leased with `token`: it costs no claim. */
+  adopt(stored: Stored): void;
+  /** The start leased nothing (not due now, a repeat, or it failed): the room goes back. */
+  release(): void;
+}
 
 export interface WorkerOptions {
   /**
@@ -110,6 +121,8 @@ export class WorkerPool {
    * a claim and a timer poll out together never ask for more than the pool has room for.
    */
   #asking = 0;
+  /** Leases starts in this process reserved and have not yet adopted or given back (reserve). */
+  #starting = 0;
   /** A claim found no room because a timer poll out had asked for it: look again when the poll returns. */
   #claimDeferred = false;
   /** Rung for new work (the claim loop) and for timers that may be due sooner (the timer loop). */
@@ -233,6 +246,36 @@ export class WorkerPool {
     this.#claims.ring();
   }
 
+  /**
+   * A lease for an instance this process is starting, when the pool runs and an executor is free
+   * for it: the start inserts the instance leased (migration 0045) and hands it to `adopt`, so its
+   * first attempt waits for no claim. Null otherwise: a claim takes it, as before.
+   * Exactly one of `adopt` and `release` must follow.
+   */
+  reserve(): StartLease | null {
+    // an executor free for it now, whatever claims out now may bring (they fill the reserve)
+    if (!this.#running || this.#stopping || this.#inflight + this.#starting >= this.concurrency) return null;
+    this.#starting++;
+    let open = true;
+    const settle = () => {
+      if (!open) return false;
+      open = false;
+      this.#starting--;
+      return true;
+    };
+    return {
+      token: randomUUID(),
+      leaseMs: this.leaseMs,
+      adopt: (stored) => {
+        if (settle()) this.#take([stored]);
+      },
+      release: () => {
+        // the reserved room goes unused: a claim may want it
+        if (settle()) this.wake();
+      },
+    };
+  }
+
   /** Fires due timers and drives work until nothing is due, claimable or in flight. */
   async drain(): Promise<void> {
     const claims = this.#claims.waiter();
@@ -335,7 +378,7 @@ export class WorkerPool {
    */
   #room(): number {
     if (this.#inflight >= this.concurrency) return 0;
-    return Math.max(0, 2 * this.concurrency - this.#inflight - this.#asking);
+    return Math.max(0, 2 * this.concurrency - this.#inflight - this.#asking - this.#starting);
   }
 
   /**

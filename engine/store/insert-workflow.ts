@@ -17,6 +17,8 @@ export interface StartKey {
   traceParent?: string | null;
   /** Claims take an env's instances of higher priority first (migration 0028). (Default: 0) */
   priority?: number;
+  /** Inserted leased to the starting process, as a claim would leave it (migration 0045); the instance must be due now. */
+  lease?: { token: string; leaseMs: number } | null;
 }
 
 /**
@@ -41,6 +43,7 @@ export async function insertWorkflow(
     requestHash: key.requestHash ?? null,
     traceParent: key.traceParent ?? null,
     priority: key.priority ?? 0,
+    ...(key.lease ? { state: 'processing', leaseToken: key.lease.token, leaseMs: key.lease.leaseMs } : {}),
   };
   // a new row has no outputs yet: every output the instance holds is written, changed or not
   const effects = effectsParam(t, {}, Object.keys(i.ctx.outputs));

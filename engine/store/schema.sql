@@ -691,12 +691,13 @@ DECLARE
 BEGIN
   INSERT INTO workflows AS x (id, env_id, domain, logic_id, version, logic_hash, state, input, output, current_step, error,
                               generation, ctx, correlation_id, idempotency_key, parent_id, branch_index, run_at, callback_url,
-                              request_hash, trace_parent, priority)
+                              request_hash, trace_parent, priority, lease_token, lease_expires_at)
   VALUES ((w->>'id')::uuid, w->>'env', w->>'domain', w->>'logicId', (w->>'version')::integer, w->>'logicHash', w->>'state',
           w->'input', w->'output', w->>'currentStep', nullif(w->'error', 'null'::jsonb), (w->>'generation')::integer, w->'ctx',
           w->>'correlationId', w->>'idempotencyKey', (w->>'parentId')::uuid, (w->>'branchIndex')::integer,
           now() + coalesce((w->>'runAfterMs')::float8, 0) * interval '1 millisecond', w->>'callbackUrl',
-          w->>'requestHash', w->>'traceParent', coalesce((w->>'priority')::integer, 0))
+          w->>'requestHash', w->>'traceParent', coalesce((w->>'priority')::integer, 0),
+          (w->>'leaseToken')::uuid, now() + (w->>'leaseMs')::float8 * interval '1 millisecond')
   ON CONFLICT (env_id, logic_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
   RETURNING x.id, x.created_at INTO wf, born;
   IF wf IS NULL THEN
