@@ -340,15 +340,22 @@ describeEachDriver('limits', (getDb, driver) => {
     expect(svc.arrivals.at(-1)! - svc.arrivals[0]!).toBeGreaterThanOrEqual(990);
   });
 
-  /** `n` instances claimed by hand, and a way to take permits on resources (cap 1 each) for one of them. */
-  async function byHand(n: number) {
+  /** An engine whose pool does not run (leases are taken by hand), with `n` instances of a one-call definition started, and a way to start more. */
+  async function idle(n: number) {
     const db = getDb();
     const svc = await new CountingService().listen();
     const engine = new Engine({ db, env: ENV, executors: { handlers: new Map([['SVC', { url: svc.url }]]) }, permitSweepMs: 0 });
     open.push({ engine, svc });
     const logic = callLogic();
     await engine.publish(logic, ENV);
-    const ids = await Promise.all(Array.from({ length: n }, async () => (await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id));
+    const start = async () => (await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id;
+    const ids = await Promise.all(Array.from({ length: n }, start));
+    return { db, engine, ids, start };
+  }
+
+  /** `n` instances claimed by hand, and a way to take permits on resources (cap 1 each) for one of them. */
+  async function byHand(n: number) {
+    const { db, engine, ids } = await idle(n);
     const held = new Map((await claimWorkflows(db.pool, { limit: 10, leaseMs: 60_000 })).map((s) => [s.instance.id, s]));
     // resources of this test's own (the suite shares its database)
     const tag = crypto.randomUUID();
@@ -404,13 +411,7 @@ describeEachDriver('limits', (getDb, driver) => {
   });
 
   it('a line for a rate is served at the rate: waiters that come late take at most a tenth of a second of tokens at once, not the burst', async () => {
-    const db = getDb();
-    const svc = await new CountingService().listen();
-    const engine = new Engine({ db, env: ENV, executors: { handlers: new Map([['SVC', { url: svc.url }]]) }, permitSweepMs: 0 });
-    open.push({ engine, svc });
-    const logic = callLogic();
-    await engine.publish(logic, ENV);
-    const ids = await Promise.all([0, 1, 2, 3].map(async () => (await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id));
+    const { db, ids } = await idle(4);
     const need = { scope: ENV, resource: `test:paced:${crypto.randomUUID()}`, key: '', concurrency: null, rate: 10, burst: 10, workflowWide: false };
     // the bucket is empty: every one of them joins the line, a turn each 100 ms
     await asScheduler(db, (c) => c.query(`INSERT INTO limit_buckets (env_id, resource, key, tokens, refilled_at) VALUES ($1, $2, '', 0, clock_timestamp())`, [ENV, need.resource]));
@@ -437,20 +438,15 @@ describeEachDriver('limits', (getDb, driver) => {
   });
 
   it('a waiter woken for room is claimed before newcomers, however long they have been due', async () => {
-    const db = getDb();
-    const svc = await new CountingService().listen();
-    const engine = new Engine({ db, env: ENV, executors: { handlers: new Map([['SVC', { url: svc.url }]]) }, permitSweepMs: 0 });
-    open.push({ engine, svc });
-    const logic = callLogic();
-    await engine.publish(logic, ENV);
-    const [a, b] = await Promise.all([0, 1].map(async () => (await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id)) as [string, string];
+    const { db, engine, ids, start } = await idle(2);
+    const [a, b] = ids as [string, string];
     const need = { scope: ENV, resource: `test:woken:${crypto.randomUUID()}`, key: '', concurrency: 1, rate: null, burst: null, workflowWide: false };
     const held = new Map((await claimWorkflows(db.pool, { limit: 10, leaseMs: 60_000 })).map((s) => [s.instance.id, s]));
     const take = (id: string) => acquirePermits(db.pool, { id, token: held.get(id)!.leaseToken!, rowVersion: held.get(id)!.rowVersion, needs: [need] });
     expect((await take(a)).wait).toBeNull();
     expect((await take(b)).wait).not.toBeNull();
     // a backlog due for an hour
-    const newcomers = await Promise.all([0, 1, 2].map(async () => (await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id));
+    const newcomers = await Promise.all([0, 1, 2].map(start));
     await asScheduler(db, (c) => c.query(`UPDATE workflows SET run_at = now() - interval '1 hour' WHERE id = ANY($1)`, [newcomers]));
     // a's attempt ends: its commit moved the row on, and its release wakes b
     await asScheduler(db, (c) => c.query(`UPDATE workflows SET row_version = row_version + 1, lease_token = NULL, state = 'completed' WHERE id = $1`, [a]));
@@ -460,14 +456,9 @@ describeEachDriver('limits', (getDb, driver) => {
   });
 
   it("a holder that dies keeps no permit: once its lease has expired the next waiter is woken and takes it", async () => {
-    const db = getDb();
-    const svc = await new CountingService().listen();
-    const engine = new Engine({ db, env: ENV, executors: { handlers: new Map([['SVC', { url: svc.url }]]) }, permitSweepMs: 0 });
-    open.push({ engine, svc });
-    const logic = callLogic();
-    await engine.publish(logic, ENV);
-    const a = (await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id;
-    const b = (await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id;
+    const { db, engine, start } = await idle(0);
+    const a = await start();
+    const b = await start();
     const need = { scope: ENV, resource: 'test:dies', key: '', concurrency: 1, rate: null, burst: null, workflowWide: false };
     const claimed = await claimWorkflows(db.pool, { limit: 10, leaseMs: 60_000 });
     const held = new Map(claimed.map((s) => [s.instance.id, s]));
