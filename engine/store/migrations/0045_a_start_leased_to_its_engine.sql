@@ -3,7 +3,7 @@
 -- Why: a started instance waited for a claim, even when the engine that started it had an
 -- executor free: the start committed, woke the local claim loop, and the claim (a statement of
 -- its own, the heaviest the engine sends) leased it back. On this machine that was 1.8-2.1 ms of
--- the 5 ms from start() to the first call reaching the service (issue: start-to-first-call
+-- the 5 ms from start() to the first call reaching the service (the goal: start-to-first-call
 -- within 1 ms of the start's commit).
 --
 -- Now the row may carry a lease: `w.leaseToken` and `w.leaseMs`, with `w.state` 'processing', as
