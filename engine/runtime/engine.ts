@@ -13,8 +13,7 @@ import { createExecutors, type ExecutorOptions, Identities } from '../executors/
 import { pgRegistrations } from '../store/m2m-registrations.ts';
 import type { Db } from '../store/db.ts';
 import type { Stored } from '../store/rows.ts';
-import { NotFound, VersionRetired } from '../store/errors.ts';
-import { findStartableVersion } from '../store/find-startable-version.ts';
+import { NotFound } from '../store/errors.ts';
 import type { StuckThresholds } from '../store/workflow-filter.ts';
 import { loadRecord } from '../store/load-workflow.ts';
 import { asScheduler, inEnv } from '../store/tx.ts';
@@ -498,12 +497,11 @@ export class Engine {
     const lease = this.workers.reserve();
     let result: { id: string; created: boolean; record: WorkflowRecord | null; leased: Stored | null };
     try {
-      result = await inEnv(this.db, env, async (c) => {
-        const found = await findStartableVersion(c, req.logicId, req.version);
-        if (found === null) throw new NotFound(`LogicVersion ${req.logicId}${req.version ? `@${req.version}` : ''}`);
-        if (!found.active) throw new VersionRetired(req.logicId, req.version);
-        const logic = found.doc;
-        const started = await startPinned(c, this.logics, logic, {
+      // the version found before is checked by the insert; when it no longer holds, found again
+      for (let tries = 0; ; tries++) {
+        if (tries === 3) throw new Error(`LogicVersion ${req.logicId}: the version to start changed three times during one start`);
+        const logic = await this.logics.toStart(env, req.logicId, req.version, tries > 0);
+        const spec = {
           env,
           input: req.input,
           correlationId: req.correlationId ?? null,
@@ -513,9 +511,20 @@ export class Engine {
           ...(opts.traceContext === undefined ? {} : { traceContext: opts.traceContext }),
           ...(req.priority === undefined ? {} : { priority: req.priority }),
           lease,
-        });
-        return { ...started, record: withRecord ? await loadRecord(c, started.id) : null };
-      });
+          pin: { logicId: req.logicId, version: req.version ?? null, hash: logic.hash },
+        };
+        // the record is read in the start's transaction; without one, the start is one statement (migration 0046)
+        const started = withRecord
+          ? await inEnv(this.db, env, async (c) => {
+              const s = await startPinned(c, this.logics, logic, spec);
+              return s && { ...s, record: await loadRecord(c, s.id) };
+            })
+          : await startPinned(this.db, this.logics, logic, spec);
+        if (started !== null) {
+          result = { record: null, ...started };
+          break;
+        }
+      }
     } catch (err) {
       lease?.release();
       throw err;

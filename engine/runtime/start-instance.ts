@@ -5,7 +5,8 @@ import { begin } from '../core/flow.ts';
 import { createInstance, type Instance, type JsonValue } from '../core/instance.ts';
 import { schemaProblems } from '../core/schemas.ts';
 import { IdempotencyMismatch, InputInvalid } from '../errors.ts';
-import { insertWorkflow } from '../store/insert-workflow.ts';
+import type { Db } from '../store/db.ts';
+import { insertWorkflow, type StartPin } from '../store/insert-workflow.ts';
 import type { Stored } from '../store/rows.ts';
 import type { Client } from '../store/tx.ts';
 import { endThrown, instanceAttributes, traceParentOf, tracer } from '../tracing.ts';
@@ -31,19 +32,26 @@ export interface StartSpec {
   priority?: number;
   /** A lease from the starting engine's pool: an instance due now is inserted with it, to be driven without a claim. */
   lease?: { token: string; leaseMs: number } | null;
+  /** How the version was found: the insert checks it still would be, and needs no transaction of the caller's. */
+  pin?: StartPin;
+}
+
+export interface Started {
+  id: string;
+  created: boolean;
+  leased: Stored | null;
 }
 
 /**
  * Starts an instance of `logic` (the version it is pinned to for life) inside the caller's
  * env-scoped transaction: checks the input, enters the first step and inserts the instance with
- * its first transition. Shared by API starts and event triggers.
+ * its first transition. Shared by API starts and event triggers. With a `spec.pin`, `on` may be
+ * the Db (the start is then a statement of its own), and null means the version to start has
+ * changed since it was found: nothing was started.
  */
-export async function startPinned(
-  c: Client,
-  logics: LogicCache,
-  logic: LogicVersion,
-  spec: StartSpec,
-): Promise<{ id: string; created: boolean; leased: Stored | null }> {
+export async function startPinned(on: Client, logics: LogicCache, logic: LogicVersion, spec: StartSpec): Promise<Started>;
+export async function startPinned(on: Client | Db, logics: LogicCache, logic: LogicVersion, spec: StartSpec & { pin: StartPin }): Promise<Started | null>;
+export async function startPinned(on: Client | Db, logics: LogicCache, logic: LogicVersion, spec: StartSpec): Promise<Started | null> {
   // the instance's trace: this span, a child of the caller's (its traceparent, made active by the
   // API, or by the caller's own SDK in process), is what every later span of the instance is
   // parented to (its traceparent is stored with the instance)
@@ -59,7 +67,13 @@ export async function startPinned(
     const priority = spec.priority ?? logic.priority ?? 0;
     // due now, and its engine has room: leased to it at once (what a claim would do next)
     const lease = spec.lease && t.instance.state === 'pending' && t.runAfterMs === null ? spec.lease : null;
-    const started = await insertWorkflow(c, t, { idempotencyKey: spec.idempotencyKey, requestHash: hash, callbackUrl: spec.callbackUrl, initial, traceParent, priority, lease });
+    const key = { idempotencyKey: spec.idempotencyKey, requestHash: hash, callbackUrl: spec.callbackUrl, initial, traceParent, priority, lease };
+    const started = spec.pin === undefined ? await insertWorkflow(on as Client, t, key) : await insertWorkflow(on, t, { ...key, pin: spec.pin });
+    if (started === null) {
+      span.setAttribute('flow.version_changed', true);
+      span.end();
+      return null;
+    }
     if (span.isRecording()) span.setAttributes({ ...instanceAttributes({ ...initial, id: started.id }), 'flow.created': started.created });
     // an instance started before hashes were kept (null) answers any request, as it always did
     if (!started.created && started.requestHash !== null && started.requestHash !== hash) {

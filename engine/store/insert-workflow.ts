@@ -3,7 +3,8 @@ import type { Transition } from '../core/transition.ts';
 import { effectsParam, writeFanOut } from './commit-transition.ts';
 import { journalParam } from './journal.ts';
 import { storedCtx } from './rows.ts';
-import type { Client } from './tx.ts';
+import type { Db } from './db.ts';
+import { type Client, inEnv } from './tx.ts';
 
 export interface StartKey {
   /** Unique per (env, logicId): a second insert with it for the same definition inserts nothing. */
@@ -19,6 +20,19 @@ export interface StartKey {
   priority?: number;
   /** Inserted leased to the starting process, as a claim would leave it (migration 0045); the instance must be due now. */
   lease?: { token: string; leaseMs: number } | null;
+  /**
+   * The version the first transition was computed from, as the start's lookup found it: the
+   * insert checks it is still what a lookup would find (migration 0046), and is then a
+   * statement that needs no transaction of the caller's.
+   */
+  pin?: StartPin;
+}
+
+/** A start's version: `version` as the request asked (null: the highest active), `hash` the one found. */
+export interface StartPin {
+  logicId: string;
+  version: number | null;
+  hash: string;
 }
 
 /**
@@ -26,12 +40,15 @@ export interface StartKey {
  * steps already run). With an idempotency key already used for this definition in this env,
  * inserts nothing and returns the existing instance's id and the request hash it was started
  * with — never an instance of another definition (keys of different logicIds do not meet).
+ *
+ * Pass a client inside a transaction; or, with a `pin`, the Db, to start in one statement (a
+ * start that spawns children takes a transaction of its own either way). With a `pin`, null
+ * means it no longer holds, and nothing was inserted.
  */
-export async function insertWorkflow(
-  c: Client,
-  t: Transition,
-  key: StartKey,
-): Promise<{ id: string; created: boolean; requestHash: string | null }> {
+export async function insertWorkflow(on: Client, t: Transition, key: StartKey): Promise<Inserted>;
+export async function insertWorkflow(on: Client | Db, t: Transition, key: StartKey & { pin: StartPin }): Promise<Inserted | null>;
+export async function insertWorkflow(on: Client | Db, t: Transition, key: StartKey): Promise<Inserted | null> {
+  if ('pool' in on && t.commands.some((c) => c.type === 'spawn')) return inEnv(on, t.instance.env, (c) => insertWorkflow(c, t, key));
   const i = t.instance;
   // the instance's fields, as insert_started() reads them, and the start's own
   const row = {
@@ -49,14 +66,23 @@ export async function insertWorkflow(
   const effects = effectsParam(t, {}, Object.keys(i.ctx.outputs));
   // the first journal row: the instance was created and began (row_version 1)
   const journal = key.initial === undefined ? null : journalParam(1, key.initial, { type: 'begin' }, t);
-  // one statement (migration 0042): the row, its first attempt's rows and the journal row
-  const res = await c.query<{ id: string; created: boolean; request_hash: string | null }>({
-    name: 'flow_insert_started',
-    text: 'SELECT id, created, request_hash FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb)',
-    values: [JSON.stringify(row), JSON.stringify(effects), journal === null ? null : JSON.stringify(journal)],
-  });
-  const started = res.rows[0]!;
+  const values = [JSON.stringify(row), JSON.stringify(effects), journal === null ? null : JSON.stringify(journal)];
+  // one statement (migration 0042): the row, its first attempt's rows and the journal row; with
+  // the pin checked first, scoped to the env by itself (0046)
+  const res = await ('pool' in on ? on.pool : on).query<{ id: string; created: boolean; request_hash: string | null }>(
+    key.pin === undefined
+      ? { name: 'flow_insert_started', text: 'SELECT id, created, request_hash FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb)', values }
+      : { name: 'flow_insert_pinned', text: 'SELECT id, created, request_hash FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb, $4::jsonb)', values: [...values, JSON.stringify(key.pin)] },
+  );
+  const started = res.rows[0];
+  if (started === undefined) return null;
   if (!started.created) return { id: started.id, created: false, requestHash: started.request_hash };
-  await writeFanOut(c, t, {}); // a new instance has no children to cancel
+  await writeFanOut(on as Client, t, {}); // a new instance has no children to cancel
   return { id: started.id, created: true, requestHash: started.request_hash };
+}
+
+export interface Inserted {
+  id: string;
+  created: boolean;
+  requestHash: string | null;
 }

@@ -715,6 +715,30 @@ END
 $$;
 
 --
+-- Name: insert_started(jsonb, jsonb, jsonb, jsonb); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.insert_started(w jsonb, effects jsonb, j jsonb, pin jsonb) RETURNS TABLE(id uuid, created boolean, request_hash text)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  prev_role text := current_setting('role');
+  prev_env  text := coalesce(current_setting('app.env_id', true), '');
+  startable boolean;
+BEGIN
+  PERFORM set_config('app.env_id', w->>'env', true), set_config('role', 'flow_app', true);
+  -- what a start's lookup reads: the version asked for, else the highest, an active one first
+  SELECT v.active AND v.hash = pin->>'hash' INTO startable FROM logic_versions v
+  WHERE v.logic_id = pin->>'logicId' AND ((pin->>'version') IS NULL OR v.version = (pin->>'version')::integer)
+  ORDER BY v.active DESC, v.version DESC LIMIT 1;
+  IF startable THEN
+    RETURN QUERY SELECT s.id, s.created, s.request_hash FROM insert_started(w, effects, j) s;
+  END IF;
+  PERFORM set_config('role', prev_role, true), set_config('app.env_id', prev_env, true);
+END
+$$;
+
+--
 -- Name: notify_lease_taken(); Type: FUNCTION; Schema: flow; Owner: -
 --
 

@@ -1,6 +1,7 @@
 import { beforeAll, expect, it } from 'vitest';
 import { Engine } from '../../engine/runtime/engine.ts';
 import { asScheduler } from '../../engine/store/tx.ts';
+import { makeLogic } from '../contracts/helpers.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { uniqueLogic } from '../support/engine.ts';
 
@@ -65,45 +66,55 @@ describeEachDriver('start idempotency keys', (getDb) => {
  * journal row (migration 0042), and COMMIT. A repeat with the same key is the same four.
  */
 describeEachDriver('the statements of a start', (getDb) => {
-  it('a start sends four statements in its transaction, a repeat with its key the same four', async () => {
+  it('a start is one statement of its own once its version is known, and a repeat with its key the same one', async () => {
     const db = getDb();
     const engine = new Engine({ db, env: ENV });
     const logic = uniqueLogic({ start: 'wait', steps: { wait: { kind: 'decision', options: ['ok'] } } });
     await engine.publish(logic);
-    await engine.start({ logicId: logic.logicId, input: {} }); // the version is cached from here on
+    await engine.start({ logicId: logic.logicId, input: {} }); // the version is known from here on
 
-    // every statement sent on a checked-out client, in order (a client is wrapped once: the pool hands the same one out again)
+    // every statement sent, on the pool (a transaction of its own) or on a checked-out client
     const sent: string[] = [];
-    const wrapped = new WeakSet<object>();
+    const textOf = (config: unknown) => (typeof config === 'string' ? config : (config as { text: string }).text);
+    const query = db.pool.query.bind(db.pool) as (...args: unknown[]) => Promise<unknown>;
     const connect = db.pool.connect.bind(db.pool);
-    db.pool.connect = (async () => {
-      const client = await connect();
-      if (!wrapped.has(client)) {
-        wrapped.add(client);
-        const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-        client.query = ((config: string | { text: string }, ...rest: unknown[]) => {
-          sent.push(typeof config === 'string' ? config : config.text);
-          return query(config, ...rest);
-        }) as typeof client.query;
-      }
-      return client;
+    db.pool.query = ((config: unknown, ...rest: unknown[]) => {
+      sent.push(`pool: ${textOf(config)}`);
+      return query(config, ...rest);
+    }) as typeof db.pool.query;
+    // pool.query checks a client out through connect(callback)
+    db.pool.connect = ((...args: unknown[]) => {
+      sent.push('client');
+      return (connect as (...a: unknown[]) => unknown)(...args);
     }) as typeof db.pool.connect;
     try {
       const first = await engine.start({ logicId: logic.logicId, input: { n: 1 }, idempotencyKey: 'counted' });
       const again = await engine.start({ logicId: logic.logicId, input: { n: 1 }, idempotencyKey: 'counted' });
       expect(again).toEqual({ id: first.id, created: false });
     } finally {
+      db.pool.query = query as typeof db.pool.query;
       db.pool.connect = connect as typeof db.pool.connect;
     }
-    // the transactions, each from its BEGIN
-    const txs: string[][] = [];
-    for (const q of sent) {
-      if (q.startsWith('BEGIN')) txs.push([q]);
-      else txs.at(-1)?.push(q);
-    }
-    const starts = txs.filter((s) => s.some((q) => q.includes('FROM logic_versions')));
-    expect(starts.map((s) => s.length)).toEqual([4, 4]);
-    expect(starts[0]![0]).toMatch(/^BEGIN; SELECT set_config\('app.env_id'/);
-    expect(starts[0]![3]).toBe('COMMIT');
+    const insert = 'pool: SELECT id, created, request_hash FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb, $4::jsonb)';
+    expect(sent).toEqual([insert, 'client', insert, 'client']);
+  });
+
+  it('a start after its version was retired or a newer one published checks, finds the change and starts what a lookup finds', async () => {
+    const db = getDb();
+    const engine = new Engine({ db, env: ENV });
+    const v1 = uniqueLogic({ start: 'wait', steps: { wait: { kind: 'decision', options: ['ok'] } } });
+    await engine.publish(v1);
+    await engine.start({ logicId: v1.logicId, input: {} }); // version 1 is known from here on
+    // another engine (another node) publishes version 2: this one's start finds it
+    const other = new Engine({ db, env: ENV });
+    const { hash: _hash, ...body } = v1;
+    await other.publish(makeLogic({ ...body, version: 2 }));
+    const started = await engine.start({ logicId: v1.logicId, input: {} });
+    expect((await engine.get(started.id)).version).toBe(2);
+    await engine.start({ logicId: v1.logicId, version: 2, input: {} }); // version 2 asked for by number is known too
+    // and version 2 retired there: a start asking for it is refused, as a lookup would
+    await other.setVersionActive(ENV, v1.logicId, 2, false);
+    await expect(engine.start({ logicId: v1.logicId, version: 2, input: {} })).rejects.toMatchObject({ code: 'FLOW_VERSION_RETIRED' });
+    expect((await engine.get((await engine.start({ logicId: v1.logicId, input: {} })).id)).version).toBe(1);
   });
 });
