@@ -475,8 +475,8 @@ export class Engine {
   }
 
   /**
-   * As `start`, and answers the instance's WorkflowRecord read in the same transaction: what the
-   * HTTP API returns, one transaction (and pool checkout) fewer than `start` then `get`.
+   * As `start`, and answers the instance's WorkflowRecord, read in the statement that starts it:
+   * what the HTTP API returns, without a transaction of its own (migration 0047).
    */
   async startRecord(request: unknown, opts: Traced = {}): Promise<{ record: WorkflowRecord; created: boolean }> {
     const { record, created } = await this.#start(request, true, opts);
@@ -513,15 +513,10 @@ export class Engine {
           lease,
           pin: { logicId: req.logicId, version: req.version ?? null, hash: logic.hash },
         };
-        // the record is read in the start's transaction; without one, the start is one statement (migration 0046)
-        const started = withRecord
-          ? await inEnv(this.db, env, async (c) => {
-              const s = await startPinned(c, this.logics, logic, spec);
-              return s && { ...s, record: await loadRecord(c, s.id) };
-            })
-          : await startPinned(this.db, this.logics, logic, spec);
+        // one statement, the record read in it when asked for (migrations 0046, 0047)
+        const started = await startPinned(this.db, this.logics, logic, { ...spec, withRecord });
         if (started !== null) {
-          result = { record: null, ...started };
+          result = started;
           break;
         }
       }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { type Context, context } from '@opentelemetry/api';
-import { canonicalJson, type LogicVersion, sha256Hex } from '../../contracts/index.ts';
+import { canonicalJson, type LogicVersion, sha256Hex, type WorkflowRecord } from '../../contracts/index.ts';
 import { begin } from '../core/flow.ts';
 import { createInstance, type Instance, type JsonValue } from '../core/instance.ts';
 import { schemaProblems } from '../core/schemas.ts';
@@ -34,12 +34,16 @@ export interface StartSpec {
   lease?: { token: string; leaseMs: number } | null;
   /** How the version was found: the insert checks it still would be, and needs no transaction of the caller's. */
   pin?: StartPin;
+  /** With a `pin`: answer the instance's WorkflowRecord, read in the start's statement. */
+  withRecord?: boolean;
 }
 
 export interface Started {
   id: string;
   created: boolean;
   leased: Stored | null;
+  /** The instance's WorkflowRecord, when the spec asked for it (`withRecord`). */
+  record: WorkflowRecord | null;
 }
 
 /**
@@ -68,7 +72,8 @@ export async function startPinned(on: Client | Db, logics: LogicCache, logic: Lo
     // due now, and its engine has room: leased to it at once (what a claim would do next)
     const lease = spec.lease && t.instance.state === 'pending' && t.runAfterMs === null ? spec.lease : null;
     const key = { idempotencyKey: spec.idempotencyKey, requestHash: hash, callbackUrl: spec.callbackUrl, initial, traceParent, priority, lease };
-    const started = spec.pin === undefined ? await insertWorkflow(on as Client, t, key) : await insertWorkflow(on, t, { ...key, pin: spec.pin });
+    const started =
+      spec.pin === undefined ? await insertWorkflow(on as Client, t, key) : await insertWorkflow(on, t, { ...key, pin: spec.pin, withRecord: spec.withRecord ?? false });
     if (started === null) {
       span.setAttribute('flow.version_changed', true);
       span.end();
@@ -81,7 +86,7 @@ export async function startPinned(on: Client | Db, logics: LogicCache, logic: Lo
     }
     span.end();
     const leased = lease === null || !started.created ? null : { instance: { ...t.instance, state: 'processing' as const }, rowVersion: 1, leaseToken: lease.token, wakes: [], traceParent };
-    return { id: started.id, created: started.created, leased };
+    return { id: started.id, created: started.created, leased, record: started.record };
   } catch (err) {
     endThrown(span, err);
     throw err;

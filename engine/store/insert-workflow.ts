@@ -1,3 +1,4 @@
+import type { WorkflowRecord } from '../../contracts/index.ts';
 import type { Instance } from '../core/instance.ts';
 import type { Transition } from '../core/transition.ts';
 import { effectsParam, writeFanOut } from './commit-transition.ts';
@@ -26,6 +27,8 @@ export interface StartKey {
    * statement that needs no transaction of the caller's.
    */
   pin?: StartPin;
+  /** With a `pin`: answer the instance's WorkflowRecord too, read in the same statement (migration 0047). */
+  withRecord?: boolean;
 }
 
 /** A start's version: `version` as the request asked (null: the highest active), `hash` the one found. */
@@ -69,20 +72,27 @@ export async function insertWorkflow(on: Client | Db, t: Transition, key: StartK
   const values = [JSON.stringify(row), JSON.stringify(effects), journal === null ? null : JSON.stringify(journal)];
   // one statement (migration 0042): the row, its first attempt's rows and the journal row; with
   // the pin checked first, scoped to the env by itself (0046)
-  const res = await ('pool' in on ? on.pool : on).query<{ id: string; created: boolean; request_hash: string | null }>(
+  const res = await ('pool' in on ? on.pool : on).query<{ id: string; created: boolean; request_hash: string | null; record?: WorkflowRecord | null }>(
     key.pin === undefined
       ? { name: 'flow_insert_started', text: 'SELECT id, created, request_hash FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb)', values }
-      : { name: 'flow_insert_pinned', text: 'SELECT id, created, request_hash FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb, $4::jsonb)', values: [...values, JSON.stringify(key.pin)] },
+      : {
+          name: 'flow_insert_pinned',
+          text: 'SELECT id, created, request_hash, record FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb, $4::jsonb)',
+          values: [...values, JSON.stringify(key.withRecord ? { ...key.pin, record: true } : key.pin)],
+        },
   );
   const started = res.rows[0];
   if (started === undefined) return null;
-  if (!started.created) return { id: started.id, created: false, requestHash: started.request_hash };
-  await writeFanOut(on as Client, t, {}); // a new instance has no children to cancel
-  return { id: started.id, created: true, requestHash: started.request_hash };
+  const inserted = { id: started.id, created: started.created, requestHash: started.request_hash, record: started.record ?? null };
+  // a new instance has no children to cancel
+  if (started.created) await writeFanOut(on as Client, t, {});
+  return inserted;
 }
 
 export interface Inserted {
   id: string;
   created: boolean;
   requestHash: string | null;
+  /** The instance's WorkflowRecord as the start left it, when `withRecord` asked for it. */
+  record: WorkflowRecord | null;
 }

@@ -718,7 +718,7 @@ $$;
 -- Name: insert_started(jsonb, jsonb, jsonb, jsonb); Type: FUNCTION; Schema: flow; Owner: -
 --
 
-CREATE FUNCTION flow.insert_started(w jsonb, effects jsonb, j jsonb, pin jsonb) RETURNS TABLE(id uuid, created boolean, request_hash text)
+CREATE FUNCTION flow.insert_started(w jsonb, effects jsonb, j jsonb, pin jsonb) RETURNS TABLE(id uuid, created boolean, request_hash text, record json)
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -732,7 +732,10 @@ BEGIN
   WHERE v.logic_id = pin->>'logicId' AND ((pin->>'version') IS NULL OR v.version = (pin->>'version')::integer)
   ORDER BY v.active DESC, v.version DESC LIMIT 1;
   IF startable THEN
-    RETURN QUERY SELECT s.id, s.created, s.request_hash FROM insert_started(w, effects, j) s;
+    SELECT s.id, s.created, s.request_hash INTO id, created, request_hash FROM insert_started(w, effects, j) s;
+    -- a statement of its own: it sees the rows the insert wrote
+    IF coalesce((pin->>'record')::boolean, false) THEN record := workflow_record(id); END IF;
+    RETURN NEXT;
   END IF;
   PERFORM set_config('role', prev_role, true), set_config('app.env_id', prev_env, true);
 END
@@ -1083,6 +1086,48 @@ BEGIN
     USING rows;
 END
 $_$;
+
+--
+-- Name: workflow_record(uuid); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.workflow_record(wid uuid) RETURNS json
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+  rec json;
+  attributes jsonb;
+BEGIN
+  -- row_to_json of rows whose columns carry the record's names: half the cost of building the
+  -- same objects key by key (json_build_object, jsonb_build_object)
+  SELECT row_to_json(x) INTO rec FROM (
+    SELECT w.id, w.env_id AS env, w.domain, w.logic_id AS "logicId", w.version, w.logic_hash AS "logicHash",
+           w.state, w.input, w.output, w.current_step AS "currentStep", w.error, w.generation,
+           w.correlation_id AS "correlationId", w.parent_id AS "parentId", w.branch_index AS "branchIndex",
+           to_char(w.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "createdAt",
+           to_char(w.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "updatedAt",
+           coalesce((
+             SELECT json_agg((
+                      SELECT row_to_json(s) FROM (
+                        SELECT r.step, r.kind, r.attempt, r.generation, r.state, r.input, r.output, r.error,
+                               r.idempotency_key AS "idempotencyKey",
+                               to_char(r.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "startedAt",
+                               to_char(r.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "finishedAt") s)
+                    ORDER BY r.seq)
+               FROM step_runs r WHERE r.workflow_id = w.id AND r.born = w.created_at), '[]') AS steps,
+           coalesce((
+             SELECT json_agg(json_build_object('step', c->'step', 'generation', c->'generation', 'state', c->'state',
+                                               'attempts', c->'attempts', 'error', coalesce(c->'error', 'null')) ORDER BY n)
+               FROM jsonb_array_elements(w.ctx->'compensations') WITH ORDINALITY AS e(c, n)), '[]') AS compensations
+      FROM workflows w WHERE w.id = wid) x;
+  SELECT jsonb_object_agg(a.name, coalesce(to_jsonb(a.text_value), to_jsonb(a.num_value),
+           to_jsonb(to_char(a.time_value AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))))
+    INTO attributes FROM workflow_attributes a WHERE a.workflow_id = wid;
+  -- the key only when it has some; spliced before the object's closing brace, keeping its order
+  IF attributes IS NOT NULL THEN rec := left(rec::text, -1) || ',"attributes":' || attributes::text || '}'; END IF;
+  RETURN rec;
+END
+$$;
 
 --
 -- Name: write_effects(uuid, text, jsonb); Type: FUNCTION; Schema: flow; Owner: -

@@ -61,12 +61,13 @@ describeEachDriver('start idempotency keys', (getDb) => {
 });
 
 /**
- * A start is on the path to the first call, so its round trips count: the transaction's BEGIN
- * (with the env), the version it starts, one statement for the row with its first attempt and
- * journal row (migration 0042), and COMMIT. A repeat with the same key is the same four.
+ * A start is on the path to the first call, so its round trips count. Once its version is known,
+ * a start is one statement: the row with its first attempt and journal row, the version checked
+ * in it (migration 0046). A repeat with the same key is the same statement, and so is the API's
+ * start, with the record it answers (0047).
  */
 describeEachDriver('the statements of a start', (getDb) => {
-  it('a start is one statement of its own once its version is known, and a repeat with its key the same one', async () => {
+  it('a start is one statement of its own once its version is known, and so are a repeat with its key and a start that answers its record', async () => {
     const db = getDb();
     const engine = new Engine({ db, env: ENV });
     const logic = uniqueLogic({ start: 'wait', steps: { wait: { kind: 'decision', options: ['ok'] } } });
@@ -87,16 +88,22 @@ describeEachDriver('the statements of a start', (getDb) => {
       sent.push('client');
       return (connect as (...a: unknown[]) => unknown)(...args);
     }) as typeof db.pool.connect;
+    let answered: Awaited<ReturnType<Engine['startRecord']>>;
     try {
       const first = await engine.start({ logicId: logic.logicId, input: { n: 1 }, idempotencyKey: 'counted' });
       const again = await engine.start({ logicId: logic.logicId, input: { n: 1 }, idempotencyKey: 'counted' });
       expect(again).toEqual({ id: first.id, created: false });
+      // the API's start answers the record, read in the same statement (migration 0047)
+      answered = await engine.startRecord({ logicId: logic.logicId, input: { n: 2 } });
     } finally {
       db.pool.query = query as typeof db.pool.query;
       db.pool.connect = connect as typeof db.pool.connect;
     }
-    const insert = 'pool: SELECT id, created, request_hash FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb, $4::jsonb)';
-    expect(sent).toEqual([insert, 'client', insert, 'client']);
+    const insert = 'pool: SELECT id, created, request_hash, record FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb, $4::jsonb)';
+    expect(sent).toEqual([insert, 'client', insert, 'client', insert, 'client']);
+    expect(answered.created).toBe(true);
+    expect(answered.record).toEqual(await engine.get(answered.record.id));
+    expect(answered.record).toMatchObject({ state: 'waiting', currentStep: 'wait', input: { n: 2 }, steps: [{ step: 'wait', state: 'parked' }] });
   });
 
   it('a start after its version was retired or a newer one published checks, finds the change and starts what a lookup finds', async () => {
