@@ -4,7 +4,7 @@ import { SignJWT } from 'jose';
 import type { LogicVersion } from '../contracts/index.ts';
 import { buildApi } from '../engine/api/server.ts';
 import type { Engine } from '../engine/runtime/engine.ts';
-import { pool } from './support.ts';
+import { percentile, pool } from './support.ts';
 
 /**
  * The HTTP clients run in a worker thread, as an owning service runs in its own process: on the
@@ -72,4 +72,69 @@ export async function apiStartThroughput(engine: Engine, logic: LogicVersion, to
   await api.close();
   const local = (before + after) / 2;
   return { http, local, before, after, ratio: http / local };
+}
+
+/**
+ * What the API layer adds to one start, two ways, each a p50 of sequential calls:
+ * - `inSitu`: a POST through Fastify's `inject` (routing, the JWT check, body validation, the
+ *   start, the record's serialization, without a socket) less `engine.startRecord()`, the same
+ *   start in process. The two take turns, one call each, so both see the same moments of a noisy
+ *   machine; the first 50 turns warm up.
+ * - `own`: the route alone, its start answered at once by a stand-in for `startRecord()`, less a
+ *   GET of /healthz on the same server: what the JWT check, validation and serialization cost
+ *   beyond Fastify's own handling of a request.
+ */
+export async function apiLayerCost(engine: Engine, logic: LogicVersion, total: number) {
+  const api = await buildApi({ engine, auth: { secret: SECRET, production: false } });
+  const jwt = await new SignJWT({ envs: [engine.env], scope: 'flow:start flow:read' })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setSubject('bench')
+    .setExpirationTime('1h')
+    .sign(new TextEncoder().encode(SECRET));
+  const request = { logicId: logic.logicId, input: {} };
+  const post = async () => {
+    const res = await api.app.inject({
+      method: 'POST',
+      url: `/v1/envs/${engine.env}/workflows`,
+      headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
+      payload: JSON.stringify(request),
+    });
+    if (res.statusCode !== 201) throw new Error(`API start answered ${res.statusCode}: ${res.body}`);
+  };
+  const p50 = (ms: number[]) => percentile(ms.sort((a, b) => a - b), 50);
+  const timed = async (f: () => Promise<unknown>, into: number[]) => {
+    const t0 = performance.now();
+    await f();
+    into.push(performance.now() - t0);
+  };
+
+  const viaApi: number[] = [];
+  const inProcess: number[] = [];
+  for (let i = -50; i < total; i++) {
+    await timed(post, viaApi);
+    await timed(() => engine.startRecord(request), inProcess);
+  }
+  const answered = await engine.startRecord(request);
+  // the stand-in shadows the engine's method for the route, and is removed after
+  Object.defineProperty(engine, 'startRecord', { configurable: true, value: async () => answered });
+  const route: number[] = [];
+  const health: number[] = [];
+  try {
+    for (let i = -50; i < total; i++) {
+      await timed(post, route);
+      await timed(() => api.app.inject({ method: 'GET', url: '/healthz' }), health);
+    }
+  } finally {
+    Reflect.deleteProperty(engine, 'startRecord');
+    await api.close();
+  }
+  const warm = (ms: number[]) => p50(ms.slice(50));
+  return {
+    api: warm(viaApi),
+    local: warm(inProcess),
+    inSitu: warm(viaApi) - warm(inProcess),
+    route: warm(route),
+    health: warm(health),
+    own: warm(route) - warm(health),
+  };
 }

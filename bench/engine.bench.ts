@@ -18,7 +18,7 @@ import { buildTestModules, TEST_MEMORY_PAGES } from '../test/host-functions/help
 import { type Db, openDb } from '../engine/store/db.ts';
 import { dropSchema, migrate } from '../engine/store/migrate.ts';
 import { makeLogic } from '../test/contracts/helpers.ts';
-import { apiStartThroughput } from './api-start.ts';
+import { apiLayerCost, apiStartThroughput } from './api-start.ts';
 import { floor, httpAlone } from './floor.ts';
 import { stepCommitLatencies } from './step-commit.ts';
 import { traced } from './tracing.ts';
@@ -270,6 +270,7 @@ async function round(counter: PgCounter, serviceUrl: string): Promise<Round> {
   const logic = chain('pass');
   await engine.publish(logic);
   put('starts', await apiStartThroughput(engine, logic, WORKFLOWS * 2, 16));
+  put('apiLayer', await apiLayerCost(engine, logic, WORKFLOWS));
   await engine.close();
   await dropSchema(db);
   await db.close();
@@ -354,6 +355,14 @@ function table(m: (key: string) => number, others: GoalRow[]): string {
     ...none,
     `${fmt(m('starts.ratio'), 2)} of engine.start() in process (${fmt(m('starts.local'))}/s)`,
     verdict('≥ 0.8 of in-process', m('starts.ratio') >= 0.8, fmt(m('starts.ratio'), 2)),
+  ]);
+  rows.push([
+    'API layer of one start (routing, JWT, validation, serialization; Fastify inject)',
+    '1',
+    `p50 ${fmt(m('apiLayer.inSitu'), 2)} ms over engine.startRecord() (${fmt(m('apiLayer.local'), 2)} ms)`,
+    ...none,
+    `the route's own work, its start stood in for: ${fmt(m('apiLayer.own'), 2)} ms over GET /healthz (${fmt(m('apiLayer.health'), 2)} ms)`,
+    verdict('≤ 0.2 ms a start', m('apiLayer.inSitu') <= 0.2, `${fmt(m('apiLayer.inSitu'), 2)} ms`),
   ]);
   for (const o of others) rows.push([o.case, o.clients, o.result, ...none, o.vs, o.goal]);
   return markdownTable(['case', 'clients', 'result', 'write tx/step', 'commits/step', 'WAL fsyncs/step', 'vs floor', 'goal: met or missed'], rows);
