@@ -290,7 +290,7 @@ export class Engine {
       this.logics,
       this.env,
       (id, env) => {
-        this.workers.wake();
+        this.workers.wake(env);
         return this.get(id, env);
       },
       { ...(opts.stuck === undefined ? {} : { stuck: opts.stuck }), observer, log: this.log },
@@ -313,7 +313,7 @@ export class Engine {
     const step = inst.ctx.running?.step;
     const logic = await this.logics.get(inst.env, inst.logicHash);
     if (step === undefined || logic.steps[step]?.kind !== 'waitFor') return;
-    if (await this.messages.handOver(inst.env, inst.id)) this.workers.wake();
+    if (await this.messages.handOver(inst.env, inst.id)) this.workers.wake(inst.env);
   }
 
   /**
@@ -323,7 +323,7 @@ export class Engine {
    */
   async deliverMessage(id: string, m: Delivery, opts: { env?: string } = {}): Promise<DeliveryAnswer> {
     const answer = await this.messages.deliver(opts.env ?? this.env, id, m);
-    this.workers.wake();
+    this.workers.wake(opts.env ?? this.env);
     return answer;
   }
 
@@ -346,7 +346,7 @@ export class Engine {
         args: { step: args.step, option: args.option, payload: args.payload ?? null, scopes: args.approver.scopes },
       },
     });
-    this.workers.wake();
+    this.workers.wake(env);
     return this.get(id, env);
   }
 
@@ -378,7 +378,7 @@ export class Engine {
       try {
         const caller = opts.traceContext === undefined ? {} : { caller: opts.traceContext };
         const t = await mutateWorkflow(this.db, this.logics, env, workflowId, { type: 'callback', seq, outcome }, { observer: this.#observer, ...caller });
-        this.workers.wake();
+        this.workers.wake(env);
         return { record: await this.get(workflowId, env), state: decisionOf(t).state };
       } catch (err) {
         const code = (err as FlowError).code;
@@ -494,7 +494,7 @@ export class Engine {
     if (callback !== null && !hostAllowed(this.#callbackHosts, callback)) throw new CallbackNotAllowed(callback.host);
     const env = req.env ?? this.env;
     // an executor free here: the instance is leased to this engine as it is inserted (migration 0045)
-    const lease = this.workers.reserve();
+    const lease = this.workers.reserve(env);
     let result: { id: string; created: boolean; record: WorkflowRecord | null; leased: Stored | null };
     try {
       // the version found before is checked by the insert; when it no longer holds, found again
@@ -526,7 +526,7 @@ export class Engine {
     }
     if (result.leased !== null) lease!.adopt(result.leased);
     else if (lease !== null) lease.release(); // it wakes the claim loop
-    else this.workers.wake();
+    else this.workers.wake(env);
     return result;
   }
 
@@ -553,7 +553,7 @@ export class Engine {
       ),
     );
     for (const done of committed) this.messages.told(done);
-    if (result.created && (result.ids.length > 0 || committed.length > 0)) this.workers.wake();
+    if (result.created && (result.ids.length > 0 || committed.length > 0)) this.workers.wake(env);
     return result;
   }
 

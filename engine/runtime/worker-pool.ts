@@ -123,6 +123,12 @@ export class WorkerPool {
   #asking = 0;
   /** Leases starts in this process reserved and have not yet adopted or given back (reserve). */
   #starting = 0;
+  /** Instances held per env, executing or waiting for an executor. */
+  readonly #heldByEnv = new Map<string, number>();
+  /** Envs that asked for room while this pool held none of their instances: see wake. */
+  readonly #wanted = new Set<string>();
+  /** Envs with a start leased over the pool's bound in progress: one at a time (reserve). */
+  readonly #keptStarts = new Set<string>();
   /** A claim found no room because a timer poll out had asked for it: look again when the poll returns. */
   #claimDeferred = false;
   /** Rung for new work (the claim loop) and for timers that may be due sooner (the timer loop). */
@@ -242,25 +248,38 @@ export class WorkerPool {
     await this.permits?.stop();
   }
 
-  wake(): void {
+  /**
+   * Rings the claim loop for new work. With `env`, the work is that env's (a start, a verb, a
+   * message): when this pool holds none of its instances, the next claim takes one for it
+   * whether or not the pool has room, so a backlog in one env never keeps another's start
+   * waiting for a whole workflow to end (room kept for every env, migration 0048).
+   */
+  wake(env?: string): void {
+    if (env !== undefined && !this.#heldByEnv.has(env)) this.#wanted.add(env);
     this.#claims.ring();
   }
 
   /**
-   * A lease for an instance this process is starting, when the pool runs and an executor is free
-   * for it: the start inserts the instance leased (migration 0045) and hands it to `adopt`, so its
-   * first attempt waits for no claim. Null otherwise: a claim takes it, as before.
+   * A lease for an instance this process is starting in `env`, when the pool runs and an executor
+   * is free for it: the start inserts the instance leased (migration 0045) and hands it to
+   * `adopt`, so its first attempt waits for no claim. A full pool still gives one to a start in an
+   * env it holds nothing of (room kept for every env, as `wake` keeps it for a claim): the
+   * executors run such an env at once. Null otherwise: a claim takes it, as before.
    * Exactly one of `adopt` and `release` must follow.
    */
-  reserve(): StartLease | null {
+  reserve(env: string): StartLease | null {
+    if (!this.#running || this.#stopping) return null;
     // an executor free for it now, whatever claims out now may bring (they fill the reserve)
-    if (!this.#running || this.#stopping || this.#inflight + this.#starting >= this.concurrency) return null;
+    const free = this.#inflight + this.#starting < this.concurrency;
+    if (!free && (this.#heldByEnv.has(env) || this.#keptStarts.has(env))) return null;
+    if (!free) this.#keptStarts.add(env);
     this.#starting++;
     let open = true;
     const settle = () => {
       if (!open) return false;
       open = false;
       this.#starting--;
+      if (!free) this.#keptStarts.delete(env);
       return true;
     };
     return {
@@ -386,9 +405,10 @@ export class WorkerPool {
    * held), as many as fill the reserve up again: more than `concurrency` a claim when work waits.
    */
   async #claim(): Promise<number> {
+    const kept = this.#wanted.size > 0 && !this.#stopping ? await this.#claimKept() : 0;
     const room = this.#room();
     if (room === 0 && this.#inflight < this.concurrency) this.#claimDeferred = true;
-    if (room === 0 || Date.now() < this.#holdClaimsUntil) return 0;
+    if (room === 0 || Date.now() < this.#holdClaimsUntil) return kept;
     this.#asking += room;
     let claimed: Stored[];
     try {
@@ -398,17 +418,36 @@ export class WorkerPool {
     }
     this.#moreMayWait = claimed.length === room;
     this.#take(claimed);
+    return kept + claimed.length;
+  }
+
+  /**
+   * One instance of each env that asked for room while this pool held none of theirs, over the
+   * pool's bound: the executors run an env that holds none of them at once (Slots). Without
+   * weights, so each env's first instance comes first.
+   */
+  async #claimKept(): Promise<number> {
+    const envs = [...this.#wanted].filter((env) => !this.#heldByEnv.has(env));
+    this.#wanted.clear();
+    if (envs.length === 0) return 0;
+    const claimed = await claimWorkflows(this.db.pool, { limit: envs.length, leaseMs: this.leaseMs, envs });
+    this.#take(claimed);
     return claimed.length;
   }
 
   /** Drives instances this pool has just leased (claimed, or woken by its timer poll). */
   #take(leased: Stored[]): void {
     for (const stored of leased) {
+      const { env } = stored.instance;
       this.#inflight++;
+      this.#heldByEnv.set(env, (this.#heldByEnv.get(env) ?? 0) + 1);
       void this.#drive(stored)
         .catch((err) => this.observer.onError?.(stored.instance.id, err))
         .finally(() => {
           this.#inflight--;
+          const held = this.#heldByEnv.get(env)! - 1;
+          if (held > 0) this.#heldByEnv.set(env, held);
+          else this.#heldByEnv.delete(env);
           if (this.#moreMayWait && this.#inflight < this.concurrency) this.wake();
         });
     }

@@ -13,14 +13,14 @@ export type EnvWeights = Readonly<Record<string, number>>;
  * pass the pool: a claim is one round trip. A timer poll grants a lease on the same terms to the
  * instances it wakes (migration 0016: fireDueTimers).
  */
-export async function claimWorkflows(on: Queryable, args: { limit: number; leaseMs: number; weights?: EnvWeights }): Promise<Stored[]> {
+export async function claimWorkflows(on: Queryable, args: { limit: number; leaseMs: number; weights?: EnvWeights; envs?: string[] }): Promise<Stored[]> {
   // named, as the heartbeat: prepared once per connection, sent by every worker again and again;
   // each row comes with its outputs (migration 0011); higher priorities first within an env, and
-  // an env of weight w gets w instances per turn (migration 0028)
+  // an env of weight w gets w instances per turn (migration 0028); with `envs`, only theirs (0048)
   const res = await on.query<WorkflowRow>({
     name: 'flow_claim',
-    text: 'SELECT (c.wf).*, c.outputs FROM claim_workflows($1, $2, $3::jsonb) c',
-    values: [args.limit, args.leaseMs, JSON.stringify(args.weights ?? {})],
+    text: 'SELECT (c.wf).*, c.outputs FROM claim_workflows($1, $2, $3::jsonb, $4::text[]) c',
+    values: [args.limit, args.leaseMs, JSON.stringify(args.weights ?? {}), args.envs ?? null],
   });
   return res.rows.map(toStored);
 }

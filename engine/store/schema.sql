@@ -254,10 +254,10 @@ WITH (fillfactor='75');
 ALTER TABLE ONLY flow.workflows FORCE ROW LEVEL SECURITY;
 
 --
--- Name: claim_workflows(integer, double precision, jsonb); Type: FUNCTION; Schema: flow; Owner: -
+-- Name: claim_workflows(integer, double precision, jsonb, text[]); Type: FUNCTION; Schema: flow; Owner: -
 --
 
-CREATE FUNCTION flow.claim_workflows(lim integer, lease_ms double precision, weights jsonb DEFAULT '{}'::jsonb) RETURNS TABLE(wf flow.workflows, outputs jsonb)
+CREATE FUNCTION flow.claim_workflows(lim integer, lease_ms double precision, weights jsonb DEFAULT '{}'::jsonb, envs text[] DEFAULT NULL::text[]) RETURNS TABLE(wf flow.workflows, outputs jsonb)
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -268,13 +268,15 @@ BEGIN
   WITH RECURSIVE lanes AS (
     -- each (env, priority) with a runnable instance, due or not: one index probe per pair
     (SELECT env_id, priority FROM workflows
-     WHERE state IN ('pending', 'compensating') OR (state = 'waiting' AND wakes IS NOT NULL)
+     WHERE (state IN ('pending', 'compensating') OR (state = 'waiting' AND wakes IS NOT NULL))
+       AND (envs IS NULL OR env_id = ANY(envs))
      ORDER BY env_id, priority LIMIT 1)
     UNION ALL
     SELECT n.env_id, n.priority FROM lanes l CROSS JOIN LATERAL (
       SELECT w.env_id, w.priority FROM workflows w
       WHERE (w.state IN ('pending', 'compensating') OR (w.state = 'waiting' AND w.wakes IS NOT NULL))
         AND (w.env_id, w.priority) > (l.env_id, l.priority)
+        AND (envs IS NULL OR w.env_id = ANY(envs))
       ORDER BY w.env_id, w.priority LIMIT 1
     ) n
   ), due AS (
@@ -299,12 +301,14 @@ BEGIN
     -- waiters woken for room kept for them (0027, 0033)
     SELECT w.id FROM workflows w
     WHERE w.id IN (SELECT q.workflow_id FROM permit_waiters q WHERE q.kind = 'concurrency' AND q.woken_at IS NOT NULL)
+      AND (envs IS NULL OR w.env_id = ANY(envs))
       AND w.state = 'processing' AND w.lease_token IS NULL AND w.lease_expires_at < statement_timestamp()
     ORDER BY w.lease_expires_at LIMIT lim
     FOR NO KEY UPDATE SKIP LOCKED
   ), orphaned AS (
     SELECT id FROM workflows
     WHERE state = 'processing' AND lease_expires_at < statement_timestamp()
+      AND (envs IS NULL OR env_id = ANY(envs))
     ORDER BY lease_expires_at LIMIT lim
     FOR NO KEY UPDATE SKIP LOCKED
   ), claimed AS (
@@ -2803,11 +2807,11 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.workflows TO flow_app;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.workflows TO flow_engine;
 
 --
--- Name: FUNCTION claim_workflows(lim integer, lease_ms double precision, weights jsonb); Type: ACL; Schema: flow; Owner: -
+-- Name: FUNCTION claim_workflows(lim integer, lease_ms double precision, weights jsonb, envs text[]); Type: ACL; Schema: flow; Owner: -
 --
 
-GRANT ALL ON FUNCTION flow.claim_workflows(lim integer, lease_ms double precision, weights jsonb) TO flow_app;
-GRANT ALL ON FUNCTION flow.claim_workflows(lim integer, lease_ms double precision, weights jsonb) TO flow_engine;
+GRANT ALL ON FUNCTION flow.claim_workflows(lim integer, lease_ms double precision, weights jsonb, envs text[]) TO flow_app;
+GRANT ALL ON FUNCTION flow.claim_workflows(lim integer, lease_ms double precision, weights jsonb, envs text[]) TO flow_engine;
 
 --
 -- Name: FUNCTION commit_batch(ps jsonb, lock_first boolean); Type: ACL; Schema: flow; Owner: -

@@ -12,6 +12,8 @@ import { insertWorkflow } from '../../engine/store/insert-workflow.ts';
 import { publishLogicVersion } from '../../engine/store/logic-versions.ts';
 import { asScheduler, inEnv } from '../../engine/store/tx.ts';
 import { describeEachDriver } from '../support/db.ts';
+import { FakeService, gatedService } from '../support/fake-service.ts';
+import { waitFor } from '../support/store-checks.ts';
 import { OPERATOR, settle, uniqueLogic } from '../support/engine.ts';
 import { type BuiltTestModules, buildTestModules, runRequest, TEST_MEMORY_PAGES } from '../host-functions/helpers/test-modules.ts';
 
@@ -230,6 +232,83 @@ describeEachDriver("a claim takes envs in turn, so one env's backlog does not st
       if (more.length === 0) break;
     }
     expect(rest.size).toBe(193);
+  });
+
+  it('a claim for named envs takes only their instances, in turn, and leaves the backlog', async () => {
+    const backlog = await insert('named-a', 50);
+    const [b] = await insert('named-b', 1);
+    const [c1, c2] = await insert('named-c', 2);
+    const claimed = (await claimWorkflows(getDb().pool, { limit: 2, leaseMs: 30_000, envs: ['named-b', 'named-c'] })).map((s) => s.instance.id);
+    expect(claimed.sort()).toEqual([b, c1].sort());
+    expect((await claimWorkflows(getDb().pool, { limit: 5, leaseMs: 30_000, envs: ['named-b'] })).length).toBe(0);
+    const rest = (await claimWorkflows(getDb().pool, { limit: 100, leaseMs: 30_000 })).map((s) => s.instance.id);
+    expect(rest).toContain(c2);
+    expect(rest.filter((id) => backlog.includes(id))).toHaveLength(50);
+  });
+});
+
+/**
+ * A pool full of one env's instances keeps room for an env it holds none of (migration 0048): a
+ * start there is leased to it over its bound, and an instance made runnable there (a decision)
+ * is claimed over it. The executors run an env that holds none of them at once, so the other
+ * env's call goes out while the first env's calls are still held by its service.
+ */
+describeEachDriver("a full pool keeps room for an env it holds nothing of", (getDb) => {
+  let held: Awaited<ReturnType<typeof gatedService>>;
+  let quick: FakeService;
+  let engine: Engine;
+  const busy = uniqueLogic({ domain: 'svc', start: 'call', steps: { call: { kind: 'proxy', handler: 'held', path: '/held' } } });
+  const prompt = uniqueLogic({ domain: 'svc', start: 'call', steps: { call: { kind: 'proxy', handler: 'quick', path: '/quick' } } });
+  const approved = uniqueLogic({
+    domain: 'svc',
+    start: 'approve',
+    steps: { approve: { kind: 'decision', options: ['ok'], next: 'call' }, call: { kind: 'proxy', handler: 'quick', path: '/quick' } },
+  });
+  const APPROVER = { subject: 'alice', scopes: ['flow:decide'] };
+
+  beforeAll(async () => {
+    held = await gatedService('/held');
+    quick = await new FakeService().on('/quick', () => ({ status: 200, body: { ok: true } })).listen();
+    engine = new Engine({
+      db: getDb(),
+      env: 'room-a',
+      executors: { handlers: new Map([['HELD', { url: held.svc.url }], ['QUICK', { url: quick.url }]]) },
+      // one executor, so one of env A's instances fills it
+      worker: { concurrency: 1, pollMs: 20 },
+    });
+    await engine.publish(busy, 'room-a');
+    await engine.publish(prompt, 'room-b');
+    await engine.publish(approved, 'room-c');
+    await engine.workers.start();
+  });
+  afterAll(async () => {
+    held.open();
+    await engine.close();
+    await held.svc.close();
+    await quick.close();
+  });
+
+  it("a start in env B is driven while env A's instances fill the pool, and so is env C's instance once decided", async () => {
+    // env C's instance parks at its decision first, and lets go of its executor
+    const { id: decided } = await engine.start({ logicId: approved.logicId, input: {}, env: 'room-c' });
+    await waitFor('the decision parked', async () => ((await engine.get(decided, 'room-c')).state === 'waiting' ? true : undefined));
+    for (let i = 0; i < 3; i++) await engine.start({ logicId: busy.logicId, input: { i }, env: 'room-a' });
+    await waitFor("env A's first call held", async () => (held.svc.calls('/held').length === 1 ? true : undefined));
+
+    const { id } = await engine.start({ logicId: prompt.logicId, input: {}, env: 'room-b' });
+    await waitFor("env B's call", async () => (quick.calls('/quick').some((c) => c.headers['x-flow-workflow-id'] === id) ? true : undefined), { timeoutMs: 10_000 });
+    // leased at its start, with no claim between (a claim would move the row version on: 3, not 2)
+    const row = await waitFor("env B's instance completed", async () => {
+      const r = (await getDb().pool.query<{ state: string; row_version: string }>('SELECT state, row_version FROM workflows WHERE id = $1', [id])).rows[0]!;
+      return r.state === 'completed' ? r : undefined;
+    });
+    expect(row.row_version).toBe('2');
+    await engine.resume(decided, { step: 'approve', option: 'ok', approver: APPROVER }, { env: 'room-c' });
+    await waitFor("env C's call", async () => (quick.calls('/quick').some((c) => c.headers['x-flow-workflow-id'] === decided) ? true : undefined), { timeoutMs: 10_000 });
+    // env A's calls were held all along: one went out, the other two wait for the executor
+    expect(held.svc.calls('/held')).toHaveLength(1);
+    held.open();
+    await waitFor("env A's instances completed", async () => (held.svc.calls('/held').length === 3 ? true : undefined));
   });
 });
 
