@@ -403,6 +403,7 @@ export class WorkerPool {
   /**
    * Claims once the reserve is spent and an executor is free (fewer than `concurrency` instances
    * held), as many as fill the reserve up again: more than `concurrency` a claim when work waits.
+   * First, whatever the room, one instance of each env that asked for room holding none (wake).
    */
   async #claim(): Promise<number> {
     const kept = this.#wanted.size > 0 && !this.#stopping ? await this.#claimKept() : 0;
