@@ -558,7 +558,7 @@ export class Engine {
   }
 
   async get(id: string, env = this.env): Promise<WorkflowRecord> {
-    const record = await inEnv(this.db, env, (c) => loadRecord(c, id));
+    const record = await loadRecord(this.db, env, id);
     if (record === null) throw new NotFound(`workflow ${id}`);
     return record;
   }

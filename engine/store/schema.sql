@@ -1134,6 +1134,25 @@ END
 $$;
 
 --
+-- Name: workflow_record(uuid, text); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.workflow_record(wid uuid, env text) RETURNS json
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  prev_role text := current_setting('role');
+  prev_env  text := coalesce(current_setting('app.env_id', true), '');
+  rec       json;
+BEGIN
+  PERFORM set_config('app.env_id', env, true), set_config('role', 'flow_app', true);
+  rec := workflow_record(wid);
+  PERFORM set_config('role', prev_role, true), set_config('app.env_id', prev_env, true);
+  RETURN rec;
+END
+$$;
+
+--
 -- Name: write_effects(uuid, text, jsonb); Type: FUNCTION; Schema: flow; Owner: -
 --
 

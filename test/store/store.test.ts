@@ -7,7 +7,7 @@ import { Draft } from '../../engine/core/transition.ts';
 import { commitTransition } from '../../engine/store/commit-transition.ts';
 import { openDb } from '../../engine/store/db.ts';
 import { insertWorkflow } from '../../engine/store/insert-workflow.ts';
-import { loadWorkflow } from '../../engine/store/load-workflow.ts';
+import { loadRecord, loadWorkflow } from '../../engine/store/load-workflow.ts';
 import { findLogicVersion, publishLogicVersion } from '../../engine/store/logic-versions.ts';
 import { dropSchema, migrate } from '../../engine/store/migrate.ts';
 import { inEnv } from '../../engine/store/tx.ts';
@@ -56,6 +56,38 @@ describeEachDriver('store', (getDb) => {
         c.query(`INSERT INTO audit (env_id, workflow_id, verb, actor, before, after) VALUES ('env-b', $1, 'x', 'y', '{}', '{}')`, [b]),
       ),
     ).rejects.toMatchObject({ code: '42501' });
+  });
+
+  it("a record is read in one statement scoped to its env: another env's instance is not found there", async () => {
+    const a = await createIn('env-rec-a');
+    const db = getDb();
+    const sent: string[] = [];
+    const query = db.pool.query.bind(db.pool) as (...args: unknown[]) => Promise<unknown>;
+    const connect = db.pool.connect.bind(db.pool);
+    db.pool.query = ((config: unknown, ...rest: unknown[]) => {
+      sent.push(typeof config === 'string' ? config : (config as { text: string }).text);
+      return query(config, ...rest);
+    }) as typeof db.pool.query;
+    // pool.query checks a client out through connect(callback); a transaction would check one out itself
+    db.pool.connect = ((...args: unknown[]) => {
+      sent.push('client');
+      return (connect as (...a: unknown[]) => unknown)(...args);
+    }) as typeof db.pool.connect;
+    try {
+      expect(await loadRecord(db, 'env-rec-a', a)).toMatchObject({ id: a, env: 'env-rec-a', state: 'waiting', steps: [{ step: 'wait', state: 'parked' }] });
+      expect(await loadRecord(db, 'env-rec-b', a)).toBeNull();
+    } finally {
+      db.pool.query = query as typeof db.pool.query;
+      db.pool.connect = connect as typeof db.pool.connect;
+    }
+    expect(sent).toEqual(['SELECT workflow_record($1, $2) AS record', 'client', 'SELECT workflow_record($1, $2) AS record', 'client']);
+    // and the caller's own scope is back after it, inside a transaction of the caller's
+    const scope = await inEnv(db, 'env-rec-b', async (c) => {
+      await c.query('SELECT workflow_record($1, $2)', [a, 'env-rec-a']);
+      return (await c.query<{ env: string; r: string }>(`SELECT current_setting('app.env_id') AS env, current_setting('role') AS r`)).rows[0];
+    });
+    expect(scope).toEqual({ env: 'env-rec-b', r: 'flow_app' });
+    await expect(loadRecord(db, 'bad\u0000env', a)).rejects.toMatchObject({ code: 'FLOW_BAD_ENV' });
   });
 
   it('an env name is data, whatever it holds: quotes and backslashes scope like any other name', async () => {
