@@ -3,6 +3,7 @@ import { Engine } from '../../engine/runtime/engine.ts';
 import { asScheduler } from '../../engine/store/tx.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 import { describeEachDriver } from '../support/db.ts';
+import { statementsSent } from '../support/statements.ts';
 import { uniqueLogic } from '../support/engine.ts';
 
 const ENV = 'start-keys';
@@ -74,31 +75,13 @@ describeEachDriver('the statements of a start', (getDb) => {
     await engine.publish(logic);
     await engine.start({ logicId: logic.logicId, input: {} }); // the version is known from here on
 
-    // every statement sent, on the pool (a transaction of its own) or on a checked-out client
-    const sent: string[] = [];
-    const textOf = (config: unknown) => (typeof config === 'string' ? config : (config as { text: string }).text);
-    const query = db.pool.query.bind(db.pool) as (...args: unknown[]) => Promise<unknown>;
-    const connect = db.pool.connect.bind(db.pool);
-    db.pool.query = ((config: unknown, ...rest: unknown[]) => {
-      sent.push(`pool: ${textOf(config)}`);
-      return query(config, ...rest);
-    }) as typeof db.pool.query;
-    // pool.query checks a client out through connect(callback)
-    db.pool.connect = ((...args: unknown[]) => {
-      sent.push('client');
-      return (connect as (...a: unknown[]) => unknown)(...args);
-    }) as typeof db.pool.connect;
-    let answered: Awaited<ReturnType<Engine['startRecord']>>;
-    try {
+    const { result: answered, sent } = await statementsSent(db, async () => {
       const first = await engine.start({ logicId: logic.logicId, input: { n: 1 }, idempotencyKey: 'counted' });
       const again = await engine.start({ logicId: logic.logicId, input: { n: 1 }, idempotencyKey: 'counted' });
       expect(again).toEqual({ id: first.id, created: false });
       // the API's start answers the record, read in the same statement (migration 0047)
-      answered = await engine.startRecord({ logicId: logic.logicId, input: { n: 2 } });
-    } finally {
-      db.pool.query = query as typeof db.pool.query;
-      db.pool.connect = connect as typeof db.pool.connect;
-    }
+      return engine.startRecord({ logicId: logic.logicId, input: { n: 2 } });
+    });
     const insert = 'pool: SELECT id, created, request_hash, record FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb, $4::jsonb)';
     expect(sent).toEqual([insert, 'client', insert, 'client', insert, 'client']);
     expect(answered.created).toBe(true);

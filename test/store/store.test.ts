@@ -13,6 +13,7 @@ import { dropSchema, migrate } from '../../engine/store/migrate.ts';
 import { inEnv } from '../../engine/store/tx.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 import { describeEachDriver } from '../support/db.ts';
+import { statementsSent } from '../support/statements.ts';
 import { newInstance } from '../../engine/runtime/start-instance.ts';
 
 const logic = makeLogic({ logicId: 'store.flow', start: 'wait', steps: { wait: { kind: 'decision', options: ['go'] } } });
@@ -61,26 +62,12 @@ describeEachDriver('store', (getDb) => {
   it("a record is read in one statement scoped to its env: another env's instance is not found there", async () => {
     const a = await createIn('env-rec-a');
     const db = getDb();
-    const sent: string[] = [];
-    const query = db.pool.query.bind(db.pool) as (...args: unknown[]) => Promise<unknown>;
-    const connect = db.pool.connect.bind(db.pool);
-    db.pool.query = ((config: unknown, ...rest: unknown[]) => {
-      sent.push(typeof config === 'string' ? config : (config as { text: string }).text);
-      return query(config, ...rest);
-    }) as typeof db.pool.query;
-    // pool.query checks a client out through connect(callback); a transaction would check one out itself
-    db.pool.connect = ((...args: unknown[]) => {
-      sent.push('client');
-      return (connect as (...a: unknown[]) => unknown)(...args);
-    }) as typeof db.pool.connect;
-    try {
+    const { sent } = await statementsSent(db, async () => {
       expect(await loadRecord(db, 'env-rec-a', a)).toMatchObject({ id: a, env: 'env-rec-a', state: 'waiting', steps: [{ step: 'wait', state: 'parked' }] });
       expect(await loadRecord(db, 'env-rec-b', a)).toBeNull();
-    } finally {
-      db.pool.query = query as typeof db.pool.query;
-      db.pool.connect = connect as typeof db.pool.connect;
-    }
-    expect(sent).toEqual(['SELECT workflow_record($1, $2) AS record', 'client', 'SELECT workflow_record($1, $2) AS record', 'client']);
+    });
+    const read = 'pool: SELECT workflow_record($1, $2) AS record';
+    expect(sent).toEqual([read, 'client', read, 'client']);
     // and the caller's own scope is back after it, inside a transaction of the caller's
     const scope = await inEnv(db, 'env-rec-b', async (c) => {
       await c.query('SELECT workflow_record($1, $2)', [a, 'env-rec-a']);
