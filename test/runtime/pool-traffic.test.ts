@@ -8,6 +8,7 @@ import { asScheduler } from '../../engine/store/tx.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { gatedService } from '../support/fake-service.ts';
+import { waitFor } from '../support/store-checks.ts';
 
 const logic = makeLogic({ logicId: 'claims.gate', start: 's0', steps: { s0: { kind: 'proxy', path: '/gate' } } });
 
@@ -134,7 +135,11 @@ describeEachDriver('a worker pool claims for work and beats once for all its lea
       for (let waited = 0; (await woken()) < 4 && waited < 5000; waited += 20) await new Promise((r) => setTimeout(r, 20));
       expect(await woken()).toBe(4);
       expect(commitStatements).toBe(IN_FLIGHT + 1);
+      // both executors' calls reach the service (on a loaded box, not within a fixed number of
+      // turns of the loop), and no third follows while they are held
+      await waitFor('two calls held at the gate', async () => (svc.calls('/gate').length >= 2 ? true : undefined));
       for (let i = 0; i < 20; i++) await tick();
+      await new Promise((r) => setTimeout(r, 100));
       expect(svc.calls('/gate')).toHaveLength(2);
 
       open();
