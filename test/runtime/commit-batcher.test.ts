@@ -10,6 +10,7 @@ import { type Db, openDb } from '../../engine/store/db.ts';
 import { insertWorkflow } from '../../engine/store/insert-workflow.ts';
 import { publishLogicVersion } from '../../engine/store/logic-versions.ts';
 import type { Stored } from '../../engine/store/rows.ts';
+import type { Transition } from '../../engine/core/transition.ts';
 import { asScheduler, inEnv } from '../../engine/store/tx.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 import { closeTestDb, describeEachDriver, openTestDb } from '../support/db.ts';
@@ -17,7 +18,7 @@ import { uniqueLogic } from '../support/engine.ts';
 import { FakeService } from '../support/fake-service.ts';
 import { PgProxy } from '../support/pg-proxy.ts';
 import { newInstance } from '../../engine/runtime/start-instance.ts';
-import type { CommitReceipt } from '../../engine/store/commit-batch.ts';
+import { commitBatch, type CommitReceipt } from '../../engine/store/commit-batch.ts';
 import { type PermitNeed, putOverride } from '../../engine/store/permits.ts';
 import { waitFor } from '../support/store-checks.ts';
 
@@ -135,6 +136,83 @@ describeEachDriver('commits batched across instances', (getDb) => {
     for (const [i, { stored }] of steps.entries()) {
       expect(await rowVersion(db, stored.instance.id), `row ${i}`).toBe(stored.rowVersion + (i === 2 ? 0 : 1));
     }
+  });
+});
+
+/**
+ * Each step's commit parameter, as a worker would send it: commitTransition() hands it to `send`
+ * before it awaits anything, and is left waiting for a receipt that never comes.
+ */
+function paramsOf(db: Db, steps: { stored: Stored; t: Transition; event: TraceEvent }[]): string[] {
+  const params: string[] = [];
+  for (const { stored, t, event } of steps) {
+    const token = stored.leaseToken!;
+    void commitTransition(db, stored, t, { keepLease: { token, ttlMs: 30_000 }, by: token, event, send: (p) => {
+        params.push(p);
+        return new Promise(() => {});
+      },
+    });
+  }
+  return params;
+}
+
+/** What a commit wrote for instance `id`, with its id and lease token (its own) replaced. */
+async function written(db: Db, id: string, token: string) {
+  const q = async (sql: string) => JSON.parse(JSON.stringify((await db.pool.query(sql, [id])).rows).replaceAll(id, 'ID').replaceAll(token, 'TOKEN'));
+  return {
+    workflow: await q(`SELECT env_id, state, output, current_step, error, generation, ctx, row_version::int, lease_token, commit_token, commit_version::int,
+                              run_at = created_at AS run_at_kept, lease_expires_at > now() AS leased, wakes FROM workflows WHERE id = $1`),
+    attempts: await q('SELECT env_id, seq, step, attempt, generation, kind, state, input, output, error, idempotency_key, finished_at IS NULL AS open FROM step_runs WHERE workflow_id = $1 ORDER BY seq'),
+    journal: await q('SELECT env_id, n::int, from_state, event, decision, initial FROM journal WHERE workflow_id = $1 ORDER BY n'),
+    outputs: await q('SELECT env_id, step, output FROM workflow_outputs WHERE workflow_id = $1 ORDER BY step'),
+  };
+}
+
+describeEachDriver('one batch statement', (getDb) => {
+  it('writes for each element what committing it alone writes, and answers each receipt in its place', async () => {
+    const db = getDb();
+    const steps = await Promise.all((await claimed(db, 5)).map(firstStepDone));
+    const params = paramsOf(db, steps);
+    // element 1 was fenced (someone moved its row); element 3 names another env than its row's
+    await db.pool.query('UPDATE workflows SET row_version = row_version + 1 WHERE id = $1', [steps[1]!.stored.instance.id]);
+    params[3] = JSON.stringify({ ...JSON.parse(params[3]!), env: 'env-other' });
+    const alone = params.pop()!;
+
+    const receipts = await commitBatch(db.pool, params);
+    expect(receipts.map((r) => r.n)).toEqual([1, 0, 1, 0]);
+    expect((await db.pool.query('SELECT commit_journaled($1::jsonb) AS n', [alone])).rows[0].n).toBe(1);
+
+    const [landed, fenced, other, foreign, single] = await Promise.all(steps.map(({ stored }) => written(db, stored.instance.id, stored.leaseToken!)));
+    // element 2 (in the batch) and element 4 (alone) are two instances at the same point
+    expect(other).toEqual(single);
+    expect(landed).toEqual(single);
+    expect(single!.journal).toHaveLength(1);
+    expect(single!.attempts.map((a: { state: string }) => a.state)).toEqual(['succeeded', 'running']);
+    // the fenced and the foreign element wrote nothing
+    for (const untouched of [fenced, foreign]) {
+      expect(untouched!.journal).toEqual([]);
+      expect(untouched!.attempts.map((a: { state: string }) => a.state)).toEqual(['running']);
+    }
+    expect(foreign!.workflow[0].row_version).toBe(steps[3]!.stored.rowVersion);
+  });
+
+  it('commits two transitions of one instance in one batch in their order', async () => {
+    const db = getDb();
+    const [stored] = await claimed(db, 1);
+    const first = await firstStepDone(stored!);
+    const [p1] = paramsOf(db, [first]);
+    // the instance as the first commit leaves it, and its second step done from there
+    const after: Stored = { ...stored!, rowVersion: stored!.rowVersion + 1, instance: first.t.instance };
+    const outcome = { status: 'succeeded', output: { ok: 2 } } as const;
+    const second = { stored: after, t: await onOutcome(logic, after.instance, outcome, true), event: { type: 'outcome' as const, outcome } };
+    const [p2] = paramsOf(db, [second]);
+
+    const receipts = await commitBatch(db.pool, [p1!, p2!]);
+    expect(receipts.map((r) => r.n)).toEqual([1, 1]);
+    const rows = await written(db, stored!.instance.id, stored!.leaseToken!);
+    expect(rows.workflow[0]).toMatchObject({ state: 'completed', row_version: stored!.rowVersion + 2 });
+    expect(rows.journal.map((j: { n: number }) => Number(j.n))).toEqual([stored!.rowVersion + 1, stored!.rowVersion + 2]);
+    expect(rows.attempts.map((a: { state: string }) => a.state)).toEqual(['succeeded', 'succeeded']);
   });
 });
 
