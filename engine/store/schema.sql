@@ -341,6 +341,7 @@ CREATE FUNCTION flow.commit_batch(ps jsonb, lock_first boolean DEFAULT false) RE
     LANGUAGE plpgsql
     SET enable_hashjoin TO 'off'
     SET enable_mergejoin TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $_$
 #variable_conflict use_column
 DECLARE
