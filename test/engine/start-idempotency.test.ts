@@ -89,6 +89,19 @@ describeEachDriver('the statements of a start', (getDb) => {
     expect(answered.record).toMatchObject({ state: 'waiting', currentStep: 'wait', input: { n: 2 }, steps: [{ step: 'wait', state: 'parked' }] });
   });
 
+  it('starts at once on an engine that does not know their version yet look it up once between them', async () => {
+    const db = getDb();
+    const logic = uniqueLogic({ start: 'wait', steps: { wait: { kind: 'decision', options: ['ok'] } } });
+    await new Engine({ db, env: ENV }).publish(logic);
+    const engine = new Engine({ db, env: ENV }); // just booted: it has looked nothing up
+
+    const { result: started, sent } = await statementsSent(db, () => Promise.all(Array.from({ length: 8 }, (_, n) => engine.start({ logicId: logic.logicId, input: { n } }))));
+    expect(started.every((s) => s.created)).toBe(true);
+    // one transaction looks the version up (a client of its own); the eight inserts go on the pool
+    expect(sent.filter((s) => s === 'client')).toHaveLength(1 + 8);
+    expect(sent.filter((s) => s.startsWith('pool: SELECT id, created'))).toHaveLength(8);
+  });
+
   it('a start after its version was retired or a newer one published checks, finds the change and starts what a lookup finds', async () => {
     const db = getDb();
     const engine = new Engine({ db, env: ENV });
