@@ -48,6 +48,7 @@ import { DEFAULT_MESSAGE_BUFFER_MAX } from '../core/messages.ts';
 import type { DeliveryAnswer } from '../store/messages.ts';
 import type { Instance } from '../core/instance.ts';
 import { type WorkerOptions, WorkerPool } from './worker-pool.ts';
+import { WorkAnnouncer } from './work-announcer.ts';
 import { HistoryVerbs } from './history-verbs.ts';
 import { Retention, type RetentionOptions } from './retention.ts';
 import { Schedules } from './schedules.ts';
@@ -223,6 +224,8 @@ export class Engine {
   readonly identities: Identities;
   /** The module runtime this engine made (none when one was passed in): closed with it. */
   readonly #ownFuncs: FuncRuntime | null;
+  /** NOTIFY flow_work after starts left to a claim, coalesced (work-announcer.ts). */
+  readonly #announcer: WorkAnnouncer;
 
   constructor(opts: EngineOptions) {
     this.db = opts.db;
@@ -272,6 +275,7 @@ export class Engine {
     };
     const observer = observeAll(this.metrics, logObserver(this.log), handOver, opts.observer ?? {});
     this.#observer = observer;
+    this.#announcer = new WorkAnnouncer(opts.db, (err) => observer.onError?.(null, err));
     this.messages = new Messages(opts.db, this.logics, {
       maxBuffered: opts.maxBufferedMessages ?? DEFAULT_MESSAGE_BUFFER_MAX,
       maxInputBytes: this.#maxInputBytes,
@@ -512,6 +516,8 @@ export class Engine {
           ...(req.priority === undefined ? {} : { priority: req.priority }),
           lease,
           pin: { logicId: req.logicId, version: req.version ?? null, hash: logic.hash },
+          // told to every node's claim loop below, once committed, not by the start's own commit
+          announced: true,
         };
         // one statement, the record read in it when asked for (migrations 0046, 0047)
         const started = await startPinned(this.db, this.logics, logic, { ...spec, withRecord });
@@ -525,8 +531,11 @@ export class Engine {
       throw err;
     }
     if (result.leased !== null) lease!.adopt(result.leased);
-    else if (lease !== null) lease.release(); // it wakes the claim loop
-    else this.workers.wake(env);
+    else {
+      if (lease !== null) lease.release(); // it wakes the claim loop
+      else this.workers.wake(env);
+      if (result.created) this.#announcer.announce();
+    }
     return result;
   }
 
@@ -586,6 +595,7 @@ export class Engine {
   async close(): Promise<void> {
     await this.retention.stop();
     await this.workers.stop();
+    await this.#announcer.drain();
     await this.#ownFuncs?.close();
     this.identities.close();
   }

@@ -36,6 +36,8 @@ export interface StartSpec {
   pin?: StartPin;
   /** With a `pin`: answer the instance's WorkflowRecord, read in the start's statement. */
   withRecord?: boolean;
+  /** The caller tells the claim loops of the instance once it is committed (see StartKey). (Default: false) */
+  announced?: boolean;
 }
 
 export interface Started {
@@ -71,7 +73,7 @@ export async function startPinned(on: Client | Db, logics: LogicCache, logic: Lo
     const priority = spec.priority ?? logic.priority ?? 0;
     // due now, and its engine has room: leased to it at once (what a claim would do next)
     const lease = spec.lease && t.instance.state === 'pending' && t.runAfterMs === null ? spec.lease : null;
-    const key = { idempotencyKey: spec.idempotencyKey, requestHash: hash, callbackUrl: spec.callbackUrl, initial, traceParent, priority, lease };
+    const key = { idempotencyKey: spec.idempotencyKey, requestHash: hash, callbackUrl: spec.callbackUrl, initial, traceParent, priority, lease, announced: spec.announced ?? false };
     const started =
       spec.pin === undefined ? await insertWorkflow(on as Client, t, key) : await insertWorkflow(on, t, { ...key, pin: spec.pin, withRecord: spec.withRecord ?? false });
     if (started === null) {

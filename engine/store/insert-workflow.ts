@@ -19,8 +19,17 @@ export interface StartKey {
   traceParent?: string | null;
   /** Claims take an env's instances of higher priority first (migration 0028). (Default: 0) */
   priority?: number;
-  /** Inserted leased to the starting process, as a claim would leave it (migration 0045); the instance must be due now. */
+  /**
+   * Inserted leased to the starting process, as a claim would leave it (migration 0045); the
+   * instance must be due now. No claim loop is told of it: its starter runs it.
+   */
   lease?: { token: string; leaseMs: number } | null;
+  /**
+   * The caller tells every node's claim loop of the instance once it has committed
+   * (runtime/work-announcer.ts), so the insert sends no NOTIFY of its own: a transaction that
+   * notifies commits only after the one before it has flushed. (Default: false, the insert notifies)
+   */
+  announced?: boolean;
   /**
    * The version the first transition was computed from, as the start's lookup found it: the
    * insert checks it is still what a lookup would find (migration 0046), and is then a
@@ -67,6 +76,7 @@ export async function insertWorkflow(on: Client | Db, t: Transition, key: StartK
   };
   // a new row has no outputs yet: every output the instance holds is written, changed or not
   const effects = effectsParam(t, {}, Object.keys(i.ctx.outputs));
+  if (key.lease || key.announced) effects.notify = false;
   // the first journal row: the instance was created and began (row_version 1)
   const journal = key.initial === undefined ? null : journalParam(1, key.initial, { type: 'begin' }, t);
   const values = [JSON.stringify(row), JSON.stringify(effects), journal === null ? null : JSON.stringify(journal)];

@@ -3,6 +3,7 @@ import { Engine } from '../../engine/runtime/engine.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { uniqueLogic } from '../support/engine.ts';
 import { FakeService } from '../support/fake-service.ts';
+import { statementsSent } from '../support/statements.ts';
 import { waitFor } from '../support/store-checks.ts';
 
 const ENV = 'start-leased';
@@ -67,6 +68,38 @@ describeEachDriver('a start leased to its engine', (getDb) => {
       expect(await rowVersionAtEnd()).toBe(2);
     } finally {
       await engine.workers.stop();
+    }
+  });
+});
+
+/**
+ * A start its engine does not run is told to every node's claim loop (NOTIFY flow_work) once it
+ * has committed, not by its own commit (a transaction that notifies commits only after the one
+ * before it has flushed: work-announcer.ts). Another node, which polls once an hour here, must
+ * still take it at once.
+ */
+describeEachDriver('a start left to a claim', (getDb) => {
+  it('wakes another node’s claim loop, after its commit and in a statement of its own', async () => {
+    const svc = await new FakeService().on('/y', () => ({ status: 200, body: { ok: true } })).listen();
+    const handlers = new Map([['SVC', { url: svc.url }]]);
+    const logic = uniqueLogic({ domain: 'svc', start: 'call', steps: { call: { kind: 'proxy', path: '/y' } } });
+    // node A only starts (its pool does not run); node B claims, and polls once an hour
+    const nodeA = new Engine({ db: getDb(), env: ENV, executors: { handlers } });
+    const nodeB = new Engine({ db: getDb(), env: ENV, executors: { handlers }, worker: { pollMs: 3_600_000 } });
+    await nodeA.publish(logic);
+    await nodeB.workers.start();
+    try {
+      await nodeB.workers.drain(); // its first claim, at start-up, has found nothing
+      const { sent } = await statementsSent(getDb(), () => nodeA.start({ logicId: logic.logicId, input: {} }));
+      expect(sent.filter((s) => s.startsWith('pool: '))).toEqual([
+        'pool: SELECT id, created, request_hash, record FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb, $4::jsonb)',
+        "pool: SELECT pg_notify('flow_work', '')",
+      ]);
+      await waitFor('node B calls the service', async () => (svc.calls('/y').length === 1 ? true : undefined));
+    } finally {
+      await nodeB.close();
+      await nodeA.close();
+      await svc.close();
     }
   });
 });
