@@ -499,7 +499,7 @@ export class Engine {
     const env = req.env ?? this.env;
     // an executor free here: the instance is leased to this engine as it is inserted (migration 0045)
     const lease = this.workers.reserve(env);
-    let result: { id: string; created: boolean; record: WorkflowRecord | null; leased: Stored | null };
+    let result: { id: string; created: boolean; record: WorkflowRecord | null; leased: Stored | null; claimable: boolean };
     try {
       // the version found before is checked by the insert; when it no longer holds, found again
       for (let tries = 0; ; tries++) {
@@ -534,7 +534,7 @@ export class Engine {
     else {
       if (lease !== null) lease.release(); // it wakes the claim loop
       else this.workers.wake(env);
-      if (result.created) this.#announcer.announce();
+      if (result.claimable) this.#announcer.announce();
     }
     return result;
   }

@@ -44,6 +44,8 @@ export interface Started {
   id: string;
   created: boolean;
   leased: Stored | null;
+  /** Created runnable and not leased: a claim must take it (the caller announces it, when `announced`). */
+  claimable: boolean;
   /** The instance's WorkflowRecord, when the spec asked for it (`withRecord`). */
   record: WorkflowRecord | null;
 }
@@ -88,7 +90,8 @@ export async function startPinned(on: Client | Db, logics: LogicCache, logic: Lo
     }
     span.end();
     const leased = lease === null || !started.created ? null : { instance: { ...t.instance, state: 'processing' as const }, rowVersion: 1, leaseToken: lease.token, wakes: [], traceParent };
-    return { id: started.id, created: started.created, leased, record: started.record };
+    const claimable = started.created && leased === null && (t.instance.state === 'pending' || t.instance.state === 'compensating');
+    return { id: started.id, created: started.created, leased, claimable, record: started.record };
   } catch (err) {
     endThrown(span, err);
     throw err;
