@@ -514,7 +514,8 @@ BEGIN
         PERFORM grant_slack(wf, tok, rv, p->'permits', slack);
         PERFORM set_config('role', prev_role, true);
         taking := taking || (p->'permits');
-        RETURN QUERY SELECT 1, NULL::text, NULL::text, NULL::float8, false;
+        n := 1; scope := NULL; resource := NULL; wait_ms := NULL; waiters := false;
+        RETURN NEXT;
         CONTINUE;
       END IF;
       SELECT * INTO a FROM acquire_permits(wf, tok, rv, p->'permits');
@@ -544,7 +545,8 @@ BEGIN
       END IF;
       -- its tokens are taken at the end
       taking := taking || (p->'permits');
-      RETURN QUERY SELECT c, NULL::text, NULL::text, NULL::float8, false;
+      n := c; scope := NULL; resource := NULL; wait_ms := NULL; waiters := false;
+      RETURN NEXT;
     ELSIF c = 1 AND p ? 'permits' THEN
       PERFORM set_config('role', 'flow_engine', true);
       IF kept IS NOT NULL THEN
@@ -553,7 +555,8 @@ BEGIN
         FROM jsonb_array_elements(kept) g
         WHERE lb.env_id = g->>'s' AND lb.resource = g->>'r' AND lb.key = g->>'k';
         PERFORM set_config('role', prev_role, true);
-        RETURN QUERY SELECT c, NULL::text, NULL::text, NULL::float8, false;
+        n := c; scope := NULL; resource := NULL; wait_ms := NULL; waiters := false;
+        RETURN NEXT;
         CONTINUE;
       END IF;
       PERFORM set_config('role', prev_role, true);
@@ -789,7 +792,6 @@ $$;
 
 CREATE FUNCTION flow.grant_slack(wf uuid, tok uuid, rv bigint, needs jsonb, buckets jsonb) RETURNS void
     LANGUAGE plpgsql
-    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
   INSERT INTO permits AS p (env_id, resource, key, workflow_id, lease_token, row_version)
@@ -1008,13 +1010,12 @@ $$;
 
 CREATE FUNCTION flow.permits_slack(ps jsonb, OUT buckets jsonb, OUT kept integer[]) RETURNS record
     LANGUAGE plpgsql STABLE
-    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
   WITH wanted AS (
     SELECT need->>'s' AS s, need->>'r' AS r, need->>'k' AS k, count(*) AS n,
            count(DISTINCT jsonb_build_array(need->'c', need->'rate', need->'burst', need->'w')) AS configs,
-           bool_or((need->>'w')::boolean) AS wide, min(need::text)::jsonb AS need
+           bool_or((need->>'w')::boolean) AS wide, (array_agg(need))[1] AS need
     FROM jsonb_array_elements(ps) e, jsonb_array_elements(e->'permits') need
     WHERE e ? 'permits'
     GROUP BY 1, 2, 3
@@ -1126,7 +1127,6 @@ $$;
 
 CREATE FUNCTION flow.take_slack(buckets jsonb, needs jsonb) RETURNS void
     LANGUAGE plpgsql
-    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
   gone text;
@@ -1135,11 +1135,19 @@ BEGIN
   WHERE (lb.env_id, lb.resource, lb.key) IN (SELECT x->>'s', x->>'r', x->>'k' FROM jsonb_array_elements(buckets) x)
   ORDER BY lb.env_id, lb.resource, lb.key
   FOR UPDATE;
+  -- checked and taken in one statement: the UPDATE reads the rows as the check does, and a
+  -- check that fails rolls it back with the rest
   WITH seen AS (
     SELECT e.*, b.tokens AS had, b.refilled_at, b.limit_changed_at,
            (SELECT count(*) FROM jsonb_array_elements(needs) t WHERE t->>'s' = e.s AND t->>'r' = e.r AND t->>'k' = e.k) AS taken
     FROM jsonb_to_recordset(buckets) e(s text, r text, k text, cap integer, rate float8, burst integer, changed timestamptz)
     JOIN limit_buckets b ON b.env_id = e.s AND b.resource = e.r AND b.key = e.k
+  ), took AS (
+    UPDATE limit_buckets lb
+    SET tokens = least(coalesce(seen.burst, 1)::float8, seen.had + seen.rate * extract(epoch FROM clock_timestamp() - seen.refilled_at)) - seen.taken,
+        refilled_at = clock_timestamp()
+    FROM seen
+    WHERE seen.rate IS NOT NULL AND seen.taken > 0 AND lb.env_id = seen.s AND lb.resource = seen.r AND lb.key = seen.k
   )
   SELECT string_agg(format('%s %s', s, r), ', ') INTO gone FROM seen
   WHERE limit_changed_at IS DISTINCT FROM changed
@@ -1154,12 +1162,6 @@ BEGIN
   IF gone IS NOT NULL THEN
     RAISE EXCEPTION 'no room left in % since the batch began', gone USING ERRCODE = 'serialization_failure';
   END IF;
-  UPDATE limit_buckets lb
-  SET tokens = least(coalesce(e.burst, 1)::float8, lb.tokens + e.rate * extract(epoch FROM clock_timestamp() - lb.refilled_at)) - t.n,
-      refilled_at = clock_timestamp()
-  FROM jsonb_to_recordset(buckets) e(s text, r text, k text, rate float8, burst integer),
-       LATERAL (SELECT count(*) AS n FROM jsonb_array_elements(needs) t WHERE t->>'s' = e.s AND t->>'r' = e.r AND t->>'k' = e.k) t
-  WHERE e.rate IS NOT NULL AND t.n > 0 AND lb.env_id = e.s AND lb.resource = e.r AND lb.key = e.k;
 END
 $$;
 

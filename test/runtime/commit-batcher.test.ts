@@ -335,6 +335,32 @@ describe.skipIf(!DATABASE_URL)('a batch whose limits looked slack and were not b
     'its limit was lowered to 1': (c) => c.query(`SELECT set_config('role', 'flow_engine', true)`).then(() => putOverride(c, { scope: '*', resource: RESOURCE, limit: { concurrency: 1, rate: null, burst: null }, actor: 'test' })),
   };
 
+  it('takes a token for each call and writes each capped permit, with room to spare', async () => {
+    const stored = await claimed(db, IN_FLIGHT + 4);
+    const steps = await Promise.all(stored.map(firstStepDone));
+    await db.pool.query(`DELETE FROM limit_overrides; DELETE FROM permit_waiters; DELETE FROM permits; DELETE FROM limit_buckets`);
+    // 1,000 tokens, refilled at one in 1,000 s: what the commits take is what goes
+    await db.pool.query(`INSERT INTO limit_buckets (env_id, resource, key, tokens, refilled_at) VALUES ('*', $1, '', 1000, clock_timestamp())`, [RESOURCE]);
+    const roomy: PermitNeed[] = [{ ...needs[0]!, concurrency: 1000, rate: 0.001 }];
+
+    // the first IN_FLIGHT go out alone, their bucket locked first; the rest in one batch with room to spare
+    const batcher = new CommitBatcher(db.pool);
+    const receipts = await Promise.all(
+      steps.map(({ stored: from, t, event }) => {
+        const token = from.leaseToken!;
+        let receipt: CommitReceipt | null = null;
+        const send = (p: string, takes: boolean) => batcher.commit(p, takes).then((r) => (receipt = r));
+        return commitTransition(db, from, t, { keepLease: { token, ttlMs: 30_000 }, by: token, event, send, permits: roomy }).then(() => receipt);
+      }),
+    );
+    expect(receipts.map((r) => r!.n)).toEqual(steps.map(() => 1));
+    expect(receipts.map((r) => r!.permits!.wait)).toEqual(steps.map(() => null));
+    const bucket = await db.pool.query<{ tokens: number }>('SELECT tokens FROM limit_buckets WHERE resource = $1', [RESOURCE]);
+    expect(bucket.rows[0]!.tokens).toBeCloseTo(1000 - steps.length, 1);
+    const held = await db.pool.query('SELECT workflow_id FROM permits WHERE resource = $1', [RESOURCE]);
+    expect(held.rows.map((r) => r.workflow_id).sort()).toEqual(stored.map((s) => s.instance.id).sort());
+  });
+
   for (const [how, take] of Object.entries(takeRoom)) {
     it(`grants no permit the limit no longer allows when ${how}`, async () => {
       const [waiter, ...stored] = await claimed(db, IN_FLIGHT + 4);
