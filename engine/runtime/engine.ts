@@ -49,6 +49,8 @@ import type { DeliveryAnswer } from '../store/messages.ts';
 import type { Instance } from '../core/instance.ts';
 import { type WorkerOptions, WorkerPool } from './worker-pool.ts';
 import { WorkAnnouncer } from './work-announcer.ts';
+import { Batcher } from './batcher.ts';
+import { insertPinned, insertPinnedBatch, type PinnedParams, type PinnedRow } from '../store/insert-workflow.ts';
 import { HistoryVerbs } from './history-verbs.ts';
 import { Retention, type RetentionOptions } from './retention.ts';
 import { Schedules } from './schedules.ts';
@@ -226,6 +228,8 @@ export class Engine {
   readonly #ownFuncs: FuncRuntime | null;
   /** NOTIFY flow_work after starts left to a claim, coalesced (work-announcer.ts). */
   readonly #announcer: WorkAnnouncer;
+  /** Starts that arrive together, committed as one statement (migration 0052). */
+  readonly #starts: Batcher<PinnedParams, PinnedRow | null>;
 
   constructor(opts: EngineOptions) {
     this.db = opts.db;
@@ -276,6 +280,7 @@ export class Engine {
     const observer = observeAll(this.metrics, logObserver(this.log), handOver, opts.observer ?? {});
     this.#observer = observer;
     this.#announcer = new WorkAnnouncer(opts.db, (err) => observer.onError?.(null, err));
+    this.#starts = new Batcher(opts.db.pool, { many: insertPinnedBatch, one: insertPinned });
     this.messages = new Messages(opts.db, this.logics, {
       maxBuffered: opts.maxBufferedMessages ?? DEFAULT_MESSAGE_BUFFER_MAX,
       maxInputBytes: this.#maxInputBytes,
@@ -518,6 +523,7 @@ export class Engine {
           pin: { logicId: req.logicId, version: req.version ?? null, hash: logic.hash },
           // told to every node's claim loop below, once committed, not by the start's own commit
           announced: true,
+          send: this.#starts.send,
         };
         // one statement, the record read in it when asked for (migrations 0046, 0047)
         const started = await startPinned(this.db, this.logics, logic, { ...spec, withRecord });

@@ -6,7 +6,7 @@ import { createInstance, type Instance, type JsonValue } from '../core/instance.
 import { schemaProblems } from '../core/schemas.ts';
 import { IdempotencyMismatch, InputInvalid } from '../errors.ts';
 import type { Db } from '../store/db.ts';
-import { insertWorkflow, type StartPin } from '../store/insert-workflow.ts';
+import { insertWorkflow, type StartKey, type StartPin } from '../store/insert-workflow.ts';
 import type { Stored } from '../store/rows.ts';
 import type { Client } from '../store/tx.ts';
 import { endThrown, instanceAttributes, traceParentOf, tracer } from '../tracing.ts';
@@ -38,6 +38,8 @@ export interface StartSpec {
   withRecord?: boolean;
   /** The caller tells the claim loops of the instance once it is committed (see StartKey). (Default: false) */
   announced?: boolean;
+  /** With a `pin`: how its statement is sent (see StartKey). */
+  send?: StartKey['send'];
 }
 
 export interface Started {
@@ -77,7 +79,9 @@ export async function startPinned(on: Client | Db, logics: LogicCache, logic: Lo
     const lease = spec.lease && t.instance.state === 'pending' && t.runAfterMs === null ? spec.lease : null;
     const key = { idempotencyKey: spec.idempotencyKey, requestHash: hash, callbackUrl: spec.callbackUrl, initial, traceParent, priority, lease, announced: spec.announced ?? false };
     const started =
-      spec.pin === undefined ? await insertWorkflow(on as Client, t, key) : await insertWorkflow(on, t, { ...key, pin: spec.pin, withRecord: spec.withRecord ?? false });
+      spec.pin === undefined
+        ? await insertWorkflow(on as Client, t, key)
+        : await insertWorkflow(on, t, { ...key, pin: spec.pin, withRecord: spec.withRecord ?? false, ...(spec.send === undefined ? {} : { send: spec.send }) });
     if (started === null) {
       span.setAttribute('flow.version_changed', true);
       span.end();

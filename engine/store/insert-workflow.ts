@@ -5,7 +5,7 @@ import { effectsParam, writeFanOut } from './commit-transition.ts';
 import { journalParam } from './journal.ts';
 import { storedCtx } from './rows.ts';
 import type { Db } from './db.ts';
-import { type Client, inEnv } from './tx.ts';
+import { type Client, inEnv, type Queryable } from './tx.ts';
 
 export interface StartKey {
   /** Unique per (env, logicId): a second insert with it for the same definition inserts nothing. */
@@ -38,6 +38,45 @@ export interface StartKey {
   pin?: StartPin;
   /** With a `pin`: answer the instance's WorkflowRecord too, read in the same statement (migration 0047). */
   withRecord?: boolean;
+  /**
+   * With a `pin`, how its statement is sent: the engine's start batcher, which sends the starts
+   * that arrive together as one (migration 0052). (Default: `insertPinned` on the pool)
+   */
+  send?: (params: PinnedParams) => Promise<PinnedRow | null>;
+}
+
+/** A pinned start's parameters, JSON each: the row, its first attempt's rows, its journal row (or null), its pin. */
+export type PinnedParams = readonly [string, string, string | null, string];
+
+/** What a pinned start answers: the instance (new, or the one its idempotency key found), or null where its version moved. */
+export interface PinnedRow {
+  id: string;
+  created: boolean;
+  request_hash: string | null;
+  record: WorkflowRecord | null;
+}
+
+/** A pinned start in a statement of its own (migrations 0046, 0047). */
+export async function insertPinned(q: Queryable, params: PinnedParams): Promise<PinnedRow | null> {
+  const res = await q.query<PinnedRow>({
+    name: 'flow_insert_pinned',
+    text: 'SELECT id, created, request_hash, record FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb, $4::jsonb)',
+    values: [...params],
+  });
+  return res.rows[0] ?? null;
+}
+
+/** Pinned starts in one statement and one transaction, each as it would be alone (migration 0052); answers each in its place. */
+export async function insertPinnedBatch(q: Queryable, batch: readonly PinnedParams[]): Promise<(PinnedRow | null)[]> {
+  // the parameters are joined as text, not re-encoded
+  const res = await q.query<PinnedRow & { i: number }>({
+    name: 'flow_insert_started_batch',
+    text: 'SELECT i, id, created, request_hash, record FROM insert_started_batch($1::jsonb)',
+    values: [`[${batch.map(([row, effects, journal, pin]) => `[${row},${effects},${journal ?? 'null'},${pin}]`).join(',')}]`],
+  });
+  const rows: (PinnedRow | null)[] = batch.map(() => null);
+  for (const { i, ...row } of res.rows) rows[i] = row;
+  return rows;
 }
 
 /** A start's version: `version` as the request asked (null: the highest active), `hash` the one found. */
@@ -79,20 +118,19 @@ export async function insertWorkflow(on: Client | Db, t: Transition, key: StartK
   if (key.lease || key.announced) effects.notify = false;
   // the first journal row: the instance was created and began (row_version 1)
   const journal = key.initial === undefined ? null : journalParam(1, key.initial, { type: 'begin' }, t);
-  const values = [JSON.stringify(row), JSON.stringify(effects), journal === null ? null : JSON.stringify(journal)];
+  const values = [JSON.stringify(row), JSON.stringify(effects), journal === null ? null : JSON.stringify(journal)] as const;
   // one statement (migration 0042): the row, its first attempt's rows and the journal row; with
-  // the pin checked first, scoped to the env by itself (0046)
-  const res = await ('pool' in on ? on.pool : on).query<{ id: string; created: boolean; request_hash: string | null; record?: WorkflowRecord | null }>(
-    key.pin === undefined
-      ? { name: 'flow_insert_started', text: 'SELECT id, created, request_hash FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb)', values }
-      : {
-          name: 'flow_insert_pinned',
-          text: 'SELECT id, created, request_hash, record FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb, $4::jsonb)',
-          values: [...values, JSON.stringify(key.withRecord ? { ...key.pin, record: true } : key.pin)],
-        },
-  );
-  const started = res.rows[0];
-  if (started === undefined) return null;
+  // the pin checked first, scoped to the env by itself (0046), and sent as the caller says (0052)
+  const q = 'pool' in on ? on.pool : on;
+  let started: { id: string; created: boolean; request_hash: string | null; record?: WorkflowRecord | null } | null;
+  if (key.pin === undefined) {
+    const res = await q.query({ name: 'flow_insert_started', text: 'SELECT id, created, request_hash FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb)', values: [...values] });
+    started = res.rows[0] ?? null;
+  } else {
+    const pinned = [...values, JSON.stringify(key.withRecord ? { ...key.pin, record: true } : key.pin)] as const;
+    started = await (key.send && 'pool' in on ? key.send(pinned) : insertPinned(q, pinned));
+  }
+  if (started === null) return null;
   const inserted = { id: started.id, created: started.created, requestHash: started.request_hash, record: started.record ?? null };
   // a new instance has no children to cancel
   if (started.created) await writeFanOut(on as Client, t, {});

@@ -886,6 +886,24 @@ END
 $$;
 
 --
+-- Name: insert_started_batch(jsonb); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.insert_started_batch(ps jsonb) RETURNS TABLE(i integer, id uuid, created boolean, request_hash text, record json)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  p jsonb;
+  k integer := 0;
+BEGIN
+  FOR p IN SELECT e FROM jsonb_array_elements(ps) e LOOP
+    RETURN QUERY SELECT k, s.id, s.created, s.request_hash, s.record FROM insert_started(p->0, p->1, nullif(p->2, 'null'), p->3) s;
+    k := k + 1;
+  END LOOP;
+END
+$$;
+
+--
 -- Name: notify_lease_taken(); Type: FUNCTION; Schema: flow; Owner: -
 --
 
@@ -3020,6 +3038,13 @@ GRANT ALL ON FUNCTION flow.grant_slack(wf uuid, tok uuid, rv bigint, needs jsonb
 
 GRANT ALL ON FUNCTION flow.insert_started(w jsonb, effects jsonb, j jsonb) TO flow_app;
 GRANT ALL ON FUNCTION flow.insert_started(w jsonb, effects jsonb, j jsonb) TO flow_engine;
+
+--
+-- Name: FUNCTION insert_started_batch(ps jsonb); Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT ALL ON FUNCTION flow.insert_started_batch(ps jsonb) TO flow_app;
+GRANT ALL ON FUNCTION flow.insert_started_batch(ps jsonb) TO flow_engine;
 
 --
 -- Name: TABLE permits; Type: ACL; Schema: flow; Owner: -

@@ -1,5 +1,6 @@
 import { beforeAll, expect, it } from 'vitest';
 import { Engine } from '../../engine/runtime/engine.ts';
+import { IN_FLIGHT } from '../../engine/runtime/batcher.ts';
 import { asScheduler } from '../../engine/store/tx.ts';
 import { makeLogic } from '../contracts/helpers.ts';
 import { describeEachDriver } from '../support/db.ts';
@@ -82,8 +83,9 @@ describeEachDriver('the statements of a start', (getDb) => {
       // the API's start answers the record, read in the same statement (migration 0047)
       return engine.startRecord({ logicId: logic.logicId, input: { n: 2 } });
     });
-    const insert = 'pool: SELECT id, created, request_hash, record FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb, $4::jsonb)';
-    expect(sent).toEqual([insert, 'client', insert, 'client', insert, 'client']);
+    // on a client of the start batcher's (runtime/batcher.ts), alone: nothing else was starting
+    const insert = 'client: SELECT id, created, request_hash, record FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb, $4::jsonb)';
+    expect(sent).toEqual(['client', insert, 'client', insert, 'client', insert]);
     expect(answered.created).toBe(true);
     expect(answered.record).toEqual(await engine.get(answered.record.id));
     expect(answered.record).toMatchObject({ state: 'waiting', currentStep: 'wait', input: { n: 2 }, steps: [{ step: 'wait', state: 'parked' }] });
@@ -97,9 +99,35 @@ describeEachDriver('the statements of a start', (getDb) => {
 
     const { result: started, sent } = await statementsSent(db, () => Promise.all(Array.from({ length: 8 }, (_, n) => engine.start({ logicId: logic.logicId, input: { n } }))));
     expect(started.every((s) => s.created)).toBe(true);
-    // one transaction looks the version up (a client of its own); the eight inserts go on the pool
-    expect(sent.filter((s) => s === 'client')).toHaveLength(1 + 8);
-    expect(sent.filter((s) => s.startsWith('pool: SELECT id, created'))).toHaveLength(8);
+    // one transaction looks the version up, once for all eight
+    expect(sent.filter((s) => s.includes('FROM logic_versions'))).toHaveLength(1);
+  });
+
+  it('starts that arrive together are committed together, each as it would be alone', async () => {
+    const db = getDb();
+    const engine = new Engine({ db, env: ENV });
+    const logic = uniqueLogic({ start: 'wait', steps: { wait: { kind: 'decision', options: ['ok'] } } });
+    await engine.publish(logic);
+    await engine.start({ logicId: logic.logicId, input: {} }); // the version is known from here on
+
+    // eight at once, the last two with one idempotency key
+    const key = (n: number) => (n >= 6 ? { idempotencyKey: 'together' } : {});
+    const { result: started, sent } = await statementsSent(db, () =>
+      Promise.all(Array.from({ length: 8 }, (_, n) => engine.start({ logicId: logic.logicId, input: { n: Math.min(n, 6) }, ...key(n) }))),
+    );
+    // the first IN_FLIGHT go out alone, the rest together when one of them returns
+    const single = 'client: SELECT id, created, request_hash, record FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb, $4::jsonb)';
+    const batch = 'client: SELECT i, id, created, request_hash, record FROM insert_started_batch($1::jsonb)';
+    expect(sent.filter((s) => s.includes('insert_started'))).toEqual([...Array.from({ length: IN_FLIGHT }, () => single), batch]);
+    // the second start with the key found the first, in the same batch
+    expect(started.map((s) => s.created)).toEqual([true, true, true, true, true, true, true, false]);
+    expect(started[7]!.id).toBe(started[6]!.id);
+    for (const [n, s] of started.slice(0, 7).entries()) {
+      const record = await engine.get(s.id);
+      expect(record).toMatchObject({ state: 'waiting', currentStep: 'wait', input: { n }, steps: [{ step: 'wait', state: 'parked' }] });
+      const journal = await db.pool.query('SELECT n FROM journal WHERE workflow_id = $1', [s.id]);
+      expect(journal.rowCount).toBe(1);
+    }
   });
 
   it('a start after its version was retired or a newer one published checks, finds the change and starts what a lookup finds', async () => {

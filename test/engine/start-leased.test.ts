@@ -93,7 +93,7 @@ describeEachDriver('a start left to a claim', (getDb) => {
       const { sent } = await statementsSent(getDb(), () => nodeA.start({ logicId: logic.logicId, input: {} }));
       // (node B shares the pool here, and its loops may send their own statements meanwhile)
       expect(sent.filter((s) => s.includes('insert_started(') || s.includes('pg_notify('))).toEqual([
-        'pool: SELECT id, created, request_hash, record FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb, $4::jsonb)',
+        'client: SELECT id, created, request_hash, record FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb, $4::jsonb)',
         "pool: SELECT pg_notify('flow_work', '')",
       ]);
       await waitFor('node B calls the service', async () => (svc.calls('/y').length === 1 ? true : undefined));
