@@ -523,7 +523,11 @@ export class Engine {
           pin: { logicId: req.logicId, version: req.version ?? null, hash: logic.hash },
           // told to every node's claim loop below, once committed, not by the start's own commit
           announced: true,
-          send: this.#starts.send,
+          // with the others that arrive meanwhile (migration 0052); but one that holds an
+          // executor of this engine goes out alone: waiting in the batcher, it kept that executor
+          // idle, and the starts after it, finding none free, were left to claims (an unlimited
+          // handler beside a rate-limited backlog ran at 0.37-0.47 of its speed alone)
+          ...(lease === null ? { send: this.#starts.send } : {}),
         };
         // one statement, the record read in it when asked for (migrations 0046, 0047)
         const started = await startPinned(this.db, this.logics, logic, { ...spec, withRecord });

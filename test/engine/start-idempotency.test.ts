@@ -130,6 +130,24 @@ describeEachDriver('the statements of a start', (getDb) => {
     }
   });
 
+  it('a start that holds an executor of its engine goes out alone', async () => {
+    const db = getDb();
+    const engine = new Engine({ db, env: ENV, worker: { concurrency: 8 } });
+    const logic = uniqueLogic({ start: 'wait', steps: { wait: { kind: 'decision', options: ['ok'] } } });
+    await engine.publish(logic);
+    await engine.start({ logicId: logic.logicId, input: {} }); // the version is known from here on
+    await engine.workers.start();
+    try {
+      // executors free for all four: each is inserted leased to this engine, in a statement of its own
+      const { sent } = await statementsSent(db, () => Promise.all(Array.from({ length: 4 }, (_, n) => engine.start({ logicId: logic.logicId, input: { n } }))));
+      expect(sent.filter((s) => s.includes('insert_started'))).toEqual(
+        Array.from({ length: 4 }, () => 'pool: SELECT id, created, request_hash, record FROM insert_started($1::jsonb, $2::jsonb, $3::jsonb, $4::jsonb)'),
+      );
+    } finally {
+      await engine.close();
+    }
+  });
+
   it('a start after its version was retired or a newer one published checks, finds the change and starts what a lookup finds', async () => {
     const db = getDb();
     const engine = new Engine({ db, env: ENV });
