@@ -8,7 +8,7 @@ import type { Stored } from '../../engine/store/rows.ts';
 import { asScheduler, type Queryable } from '../../engine/store/tx.ts';
 import { describeEachDriver } from '../support/db.ts';
 import { uniqueLogic } from '../support/engine.ts';
-import { FakeService } from '../support/fake-service.ts';
+import { CountingService } from '../support/counting-service.ts';
 import { waitFor } from '../support/store-checks.ts';
 
 /**
@@ -16,49 +16,6 @@ import { waitFor } from '../support/store-checks.ts';
  * once, per key), never the engine's own bookkeeping.
  */
 const ENV = 'limits';
-
-/** A service that counts calls in flight, overall and per `key` of the body, and answers when `gate` lets it. */
-class CountingService extends FakeService {
-  inFlight = 0;
-  maxInFlight = 0;
-  readonly perKey = new Map<string, number>();
-  overlaps = 0;
-  /** When each call arrived (performance.now()). */
-  readonly arrivals: number[] = [];
-  #gate: Promise<void> = Promise.resolve();
-  #open: () => void = () => {};
-
-  constructor() {
-    super();
-    this.on('/call', async (req) => {
-      const key = String((req.body as { key?: unknown } | null)?.key ?? '');
-      this.arrivals.push(performance.now());
-      this.inFlight++;
-      this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
-      const n = (this.perKey.get(key) ?? 0) + 1;
-      this.perKey.set(key, n);
-      if (n > 1) this.overlaps++;
-      await this.#gate;
-      // a service takes a while: other calls arrive while this one is in flight
-      await new Promise((r) => setTimeout(r, 15));
-      this.perKey.set(key, (this.perKey.get(key) ?? 1) - 1);
-      this.inFlight--;
-      return { status: 200, body: { ok: true } };
-    });
-  }
-
-  /** Calls wait at the service until open() is called. */
-  hold(): void {
-    this.#gate = new Promise((r) => {
-      this.#open = r;
-    });
-  }
-
-  open(): void {
-    this.#open();
-    this.#gate = Promise.resolve();
-  }
-}
 
 function callLogic(extra: Partial<LogicVersion> = {}, step: Record<string, unknown> = {}): LogicVersion {
   return uniqueLogic({
