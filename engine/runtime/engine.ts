@@ -292,7 +292,7 @@ export class Engine {
       ...(opts.throttleBudgetMs === undefined ? {} : { throttleBudgetMs: opts.throttleBudgetMs }),
     };
     const circuits = opts.circuits === undefined ? undefined : new Circuits(opts.db, opts.circuits, this.log);
-    this.permits = new Permits(opts.db, handlers, (err) => observer.onError?.(null, err), opts.permitSweepMs);
+    this.permits = new Permits(opts.db, handlers, (err) => observer.onError?.(null, err), opts.permitSweepMs, 2 * (opts.worker?.concurrency ?? 16));
     this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, observer, { ...opts.worker, ...(circuits ? { circuits } : {}) }, limits, this.permits);
     this.ops = new Operations(
       opts.db,

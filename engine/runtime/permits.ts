@@ -14,6 +14,7 @@ import {
   sweepPermits,
 } from '../store/permits.ts';
 import { asScheduler, inEnv } from '../store/tx.ts';
+import { type Allotment, Allowances } from './allowances.ts';
 import { effectOf } from './execute-attempt.ts';
 
 /** A limit: calls in flight at once, and a token bucket (calls per second, up to `burst` at once). */
@@ -60,6 +61,8 @@ export class Permits {
   #unlisten: (() => Promise<void>)[] = [];
   /** Resources (scope, resource) someone queued on lately, by when: their releases look for waiters. */
   readonly #contended = new Map<string, number>();
+  /** Room lent to this engine by limits far from reached: attempts it covers take no statement. */
+  readonly #allowances: Allowances;
   #stopped = false;
 
   constructor(
@@ -68,7 +71,10 @@ export class Permits {
     private readonly onError: (err: unknown) => void = () => {},
     /** How often the sweep runs (0: never; tests show wake-ups need no sweep). */
     private readonly sweepMs = SWEEP_MS,
+    /** The slots a loan asks for: the most instances the worker pool holds at once, with their permits (twice its executors). */
+    slots = 32,
   ) {
+    this.#allowances = new Allowances(db, slots, onError);
     for (const [name, p] of handlers) {
       if (p.limit !== undefined) this.#config.set(at(EVERY_ENV, `handler:${name}`), p.limit);
       // per-env limits are keyed by the env's variable spelling; resolved per call (below)
@@ -91,7 +97,13 @@ export class Permits {
     const listen = (channel: string, fn: (payload: string) => void) =>
       this.db.listen(channel, fn).then((u) => this.#unlisten.push(u), () => {});
     await listen('flow_limits', () => void this.reload().catch(this.onError));
-    await listen('flow_permit_waiting', (payload) => this.#contended.set(payload.replace('\n', '\u0000'), Date.now()));
+    await listen('flow_permit_waiting', (payload) => {
+      const [scope, resource] = payload.split('\n') as [string, string];
+      this.#contended.set(at(scope, resource), Date.now());
+      // someone waits in line: loans of it stop jumping the line
+      this.#allowances.revoke(scope, resource);
+    });
+    this.#allowances.start();
     if (this.#config.size > 0 || this.#overrides.size > 0) this.#armSweep();
   }
 
@@ -107,6 +119,16 @@ export class Permits {
     if (this.#timer !== null) clearInterval(this.#timer);
     this.#timer = null;
     await Promise.all(this.#unlisten.splice(0).map((u) => u()));
+    await this.#allowances.stop();
+  }
+
+  /**
+   * The room for one attempt with these needs from this engine's loans (migration 0053), with no
+   * statement: then the attempt takes none of its permits in the database. Null where a loan does
+   * not cover every need (a loan of a limit far from reached is asked for meanwhile).
+   */
+  allot(needs: readonly PermitNeed[]): Allotment | null {
+    return this.#allowances.allot(needs);
   }
 
   /** Drops dead permits and wakes what they held back (crashed holders, cancelled instances). */
@@ -114,7 +136,9 @@ export class Permits {
     return asScheduler(this.db, (c) => sweepPermits(c));
   }
 
+  /** Reads the overrides again (a limit changed): no loan is handed out under the limits it was lent by. */
   async reload(): Promise<void> {
+    this.#allowances.revoke();
     const rows = await asScheduler(this.db, (c) => listOverrides(c));
     this.#overrides = new Map(rows.map((o) => [at(o.scope, o.resource), o]));
     if (rows.length > 0) this.#armSweep();

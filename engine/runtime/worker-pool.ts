@@ -29,6 +29,7 @@ import { Slots } from './slots.ts';
 import { instanceContext, traceAttempt, traceQueueWait, traceWakes } from './trace-spans.ts';
 import { refusedForData } from '../store/errors.ts';
 import { DEFAULT_MAX_INPUT_BYTES, DEFAULT_RETRY_AFTER_MAX_MS, type ResultLimits, storableResult, unstorableCommit } from './storable.ts';
+import type { Allotment } from './allowances.ts';
 import type { Permits } from './permits.ts';
 import type { Acquired, PermitNeed } from '../store/permits.ts';
 
@@ -92,6 +93,16 @@ export interface WorkerOptions {
  * The price of the reserve: at the end of a backlog, up to `concurrency` instances may wait here
  * for an executor while another process has one free.
  */
+/**
+ * What the commit that kept the lease prepared for the next attempt: the permits it needs and what
+ * the commit answered for them (migration 0037), or the room a loan gave it instead (0053).
+ */
+interface Ahead {
+  needs: PermitNeed[];
+  taken: Acquired | null;
+  allotted: Allotment | null;
+}
+
 export class WorkerPool {
   readonly concurrency: number;
   readonly leaseMs: number;
@@ -471,91 +482,106 @@ export class WorkerPool {
   async #driveLeased(start: Stored, token: string, lease: LeaseKeeper, root: Context): Promise<void> {
     let stored = start;
     /** The permits this attempt needs, and what the commit that kept the lease answered for them (migration 0037). */
-    let ahead: { needs: PermitNeed[]; taken: Acquired | null } | null = null;
-    for (;;) {
-      const { instance } = stored;
-      const logic = await this.logics.get(instance.env, instance.logicHash);
-      if (instance.state === 'waiting') this.observer.onWake?.(logic, stored);
-      // the core gives the final state: `processing` where this worker goes on with the next attempt
-      const goOn = !this.#stopping;
-      const work = claimedWork(instance);
-      // the permits this work needs (none for most: no statement); without them the instance
-      // waits, its lease let go by acquire_permits(), costing no attempt (migration 0027). The
-      // commit that kept the lease took them already, unless it was a transaction of its own.
-      /** Whether this work took permits others wait on: its commit is followed by a release. */
-      let held = false;
-      let needs: PermitNeed[] = ahead?.needs ?? [];
-      if (this.permits !== null && work.do !== 'wakes') {
-        if (ahead === null) needs = await this.permits.needs(logic, instance, work.do);
-        if (needs.length > 0) {
-          if (lease.lost) return;
-          const { wait, waiters } =
-            ahead?.taken ?? (await lease.committing(() => this.#acquire({ id: instance.id, token, rowVersion: stored.rowVersion, needs })));
-          this.observer.onPermits?.(logic, instance, needs, wait);
-          if (wait !== null) {
-            if (wait.wakeInMs !== null) setTimeout(() => this.wake(), wait.wakeInMs).unref();
-            return;
+    let ahead: Ahead | null = null;
+    /** The room this attempt took from this engine's loans instead (migration 0053), given back once its call has ended. */
+    let allotted: Allotment | null = null;
+    try {
+      for (;;) {
+        const { instance } = stored;
+        const logic = await this.logics.get(instance.env, instance.logicHash);
+        if (instance.state === 'waiting') this.observer.onWake?.(logic, stored);
+        // the core gives the final state: `processing` where this worker goes on with the next attempt
+        const goOn = !this.#stopping;
+        const work = claimedWork(instance);
+        // the permits this work needs (none for most: no statement); without them the instance
+        // waits, its lease let go by acquire_permits(), costing no attempt (migration 0027). The
+        // commit that kept the lease took them already, unless it was a transaction of its own.
+        /** Whether this work took permits others wait on: its commit is followed by a release. */
+        let held = false;
+        let needs: PermitNeed[] = ahead?.needs ?? [];
+        if (this.permits !== null && work.do !== 'wakes') {
+          if (ahead === null) {
+            needs = await this.permits.needs(logic, instance, work.do);
+            // every one covered by a loan of this engine: none taken in the database
+            allotted = this.permits.allot(needs);
+            if (allotted !== null) needs = [];
           }
-          held = waiters;
+          if (needs.length > 0) {
+            if (lease.lost) return;
+            const { wait, waiters } =
+              ahead?.taken ?? (await lease.committing(() => this.#acquire({ id: instance.id, token, rowVersion: stored.rowVersion, needs })));
+            this.observer.onPermits?.(logic, instance, needs, wait);
+            if (wait !== null) {
+              if (wait.wakeInMs !== null) setTimeout(() => this.wake(), wait.wakeInMs).unref();
+              return;
+            }
+            held = waiters;
+          }
         }
+        const decided =
+          work.do === 'begin'
+            ? { t: (await apply(logic, instance, work.event, goOn))!, event: work.event }
+            : work.do === 'wakes'
+              ? await traceWakes(root, stored, () => applyWakes(this.db, logic, stored, goOn))
+              : await this.#executors.run(instance.env, () => this.#step(logic, instance, lease, goOn, root));
+        // its call has ended: the room it took from a loan is free again
+        allotted?.release();
+        allotted = null;
+        // fenced out while it worked or waited (the observer has been told): nobody's to commit
+        if (lease.lost) return;
+        if (decided === 'abandoned') {
+          await asScheduler(this.db, (c) => letLeaseLapse(c, { id: instance.id, token }));
+          return;
+        }
+        if (decided === null) {
+          await lease.committing(() => asScheduler(this.db, (c) => releaseWakes(c, { id: instance.id, rowVersion: stored.rowVersion })));
+          this.#heldWokenLetGo();
+          return;
+        }
+        let { t, event } = decided;
+        let keep = keepsGoing(t, goOn);
+        // its attempt permits are the lease's: a commit that keeps the lease yields those the next attempt does not need (migration 0039)
+        const holds = needs.some((n) => !n.workflowWide);
+        // the next attempt's work without effects (a module run) overlaps this commit
+        if (keep) startAhead(logic, t.instance, this.executors, this.timeoutCaps);
+        let committed: boolean;
+        try {
+          ({ committed, ahead } = await lease.committing(() => this.#commit(logic, stored, t, event, token, keep, holds)));
+        } catch (err) {
+          // Postgres refused the data of an attempt's result (checked before, yet refused): sending
+          // it again cannot succeed, so the attempt fails permanently instead (storable.ts)
+          if (!refusedForData(err) || (event.type !== 'outcome' && event.type !== 'progress')) throw err;
+          event = { type: 'outcome', outcome: unstorableCommit(err, event.type === 'outcome' ? event.outcome : null) };
+          t = (await apply(logic, instance, event, goOn))!;
+          keep = keepsGoing(t, goOn);
+          ({ committed, ahead } = await lease.committing(() => this.#commit(logic, stored, t, event, token, keep, holds)));
+        }
+        allotted = ahead?.allotted ?? null;
+        this.observer.onTransition?.(stored.instance, t, committed);
+        // what it held is dead with this commit (row_version moved on): wake who waits on it now
+        const ended = TERMINAL_STATES.has(t.instance.state);
+        // it joined a line for its next attempt, giving up what its lease held: whoever stood in line
+        // with it (in the same batch, before any notice could tell this engine) may have room now
+        const queued = holds && ahead?.taken?.wait != null;
+        if (this.permits !== null && (held || queued || (needs.length > 0 && this.permits.contended(needs)) || (ended && logic.concurrency !== undefined))) {
+          await this.permits.release({ id: instance.id, ended }).catch((err) => this.observer.onError?.(instance.id, err));
+        }
+        // let the timer loop look again when what it waits for may have changed: a new timer may
+        // fall due before its next poll, and a child that ended left its parent a signal due now
+        const childEnded = t.instance.parentId !== null && TERMINAL_STATES.has(t.instance.state);
+        if (committed && (childEnded || t.commands.some((c) => c.type === 'timer'))) this.#timers.ring();
+        if (committed && instance.state === 'waiting') this.#heldWokenLetGo();
+        // a retry after backoff is claimable at run_at: look for it then, not at the next poll
+        if (committed && t.runAfterMs !== null) setTimeout(() => this.wake(), t.runAfterMs).unref();
+        // children spawned, or the instance handed over: claimable now, whatever the last claim found
+        const handedOver = !keep && t.runAfterMs === null && (t.instance.state === 'pending' || t.instance.state === 'compensating');
+        if (committed && (handedOver || t.commands.some((c) => c.type === 'spawn'))) this.wake();
+        if (!committed || !keep) return;
+        stored = { instance: t.instance, rowVersion: stored.rowVersion + 1, leaseToken: token, wakes: [] };
+        lease.holding(t.instance);
       }
-      const decided =
-        work.do === 'begin'
-          ? { t: (await apply(logic, instance, work.event, goOn))!, event: work.event }
-          : work.do === 'wakes'
-            ? await traceWakes(root, stored, () => applyWakes(this.db, logic, stored, goOn))
-            : await this.#executors.run(instance.env, () => this.#step(logic, instance, lease, goOn, root));
-      // fenced out while it worked or waited (the observer has been told): nobody's to commit
-      if (lease.lost) return;
-      if (decided === 'abandoned') {
-        await asScheduler(this.db, (c) => letLeaseLapse(c, { id: instance.id, token }));
-        return;
-      }
-      if (decided === null) {
-        await lease.committing(() => asScheduler(this.db, (c) => releaseWakes(c, { id: instance.id, rowVersion: stored.rowVersion })));
-        this.#heldWokenLetGo();
-        return;
-      }
-      let { t, event } = decided;
-      let keep = keepsGoing(t, goOn);
-      // its attempt permits are the lease's: a commit that keeps the lease yields those the next attempt does not need (migration 0039)
-      const holds = needs.some((n) => !n.workflowWide);
-      // the next attempt's work without effects (a module run) overlaps this commit
-      if (keep) startAhead(logic, t.instance, this.executors, this.timeoutCaps);
-      let committed: boolean;
-      try {
-        ({ committed, ahead } = await lease.committing(() => this.#commit(logic, stored, t, event, token, keep, holds)));
-      } catch (err) {
-        // Postgres refused the data of an attempt's result (checked before, yet refused): sending
-        // it again cannot succeed, so the attempt fails permanently instead (storable.ts)
-        if (!refusedForData(err) || (event.type !== 'outcome' && event.type !== 'progress')) throw err;
-        event = { type: 'outcome', outcome: unstorableCommit(err, event.type === 'outcome' ? event.outcome : null) };
-        t = (await apply(logic, instance, event, goOn))!;
-        keep = keepsGoing(t, goOn);
-        ({ committed, ahead } = await lease.committing(() => this.#commit(logic, stored, t, event, token, keep, holds)));
-      }
-      this.observer.onTransition?.(stored.instance, t, committed);
-      // what it held is dead with this commit (row_version moved on): wake who waits on it now
-      const ended = TERMINAL_STATES.has(t.instance.state);
-      // it joined a line for its next attempt, giving up what its lease held: whoever stood in line
-      // with it (in the same batch, before any notice could tell this engine) may have room now
-      const queued = holds && ahead?.taken?.wait != null;
-      if (this.permits !== null && (held || queued || (needs.length > 0 && this.permits.contended(needs)) || (ended && logic.concurrency !== undefined))) {
-        await this.permits.release({ id: instance.id, ended }).catch((err) => this.observer.onError?.(instance.id, err));
-      }
-      // let the timer loop look again when what it waits for may have changed: a new timer may
-      // fall due before its next poll, and a child that ended left its parent a signal due now
-      const childEnded = t.instance.parentId !== null && TERMINAL_STATES.has(t.instance.state);
-      if (committed && (childEnded || t.commands.some((c) => c.type === 'timer'))) this.#timers.ring();
-      if (committed && instance.state === 'waiting') this.#heldWokenLetGo();
-      // a retry after backoff is claimable at run_at: look for it then, not at the next poll
-      if (committed && t.runAfterMs !== null) setTimeout(() => this.wake(), t.runAfterMs).unref();
-      // children spawned, or the instance handed over: claimable now, whatever the last claim found
-      const handedOver = !keep && t.runAfterMs === null && (t.instance.state === 'pending' || t.instance.state === 'compensating');
-      if (committed && (handedOver || t.commands.some((c) => c.type === 'spawn'))) this.wake();
-      if (!committed || !keep) return;
-      stored = { instance: t.instance, rowVersion: stored.rowVersion + 1, leaseToken: token, wakes: [] };
-      lease.holding(t.instance);
+    } finally {
+      allotted?.release();
     }
   }
 
@@ -619,12 +645,15 @@ export class WorkerPool {
     token: string,
     keep: boolean,
     holds: boolean,
-  ): Promise<{ committed: boolean; ahead: { needs: PermitNeed[]; taken: Acquired | null } | null }> {
+  ): Promise<{ committed: boolean; ahead: Ahead | null }> {
     const id = from.instance.id;
     const keepLease = keep ? { token, ttlMs: this.leaseMs } : null;
-    // the permits of the attempt it goes on with ride in this commit (migration 0037)
+    // the permits of the attempt it goes on with ride in this commit (migration 0037), unless a
+    // loan of this engine covers every one (migration 0053)
     const next = keep ? claimedWork(t.instance).do : 'wakes';
-    const needs = this.permits !== null && next !== 'wakes' ? await this.permits.needs(logic, t.instance, next) : null;
+    let needs = this.permits !== null && next !== 'wakes' ? await this.permits.needs(logic, t.instance, next) : null;
+    const allotted = needs !== null ? this.permits!.allot(needs) : null;
+    if (allotted !== null) needs = [];
     for (let attempt = 1; ; attempt++) {
       try {
         // one statement, shared with the other instances committing now: commit_transition()
@@ -636,12 +665,16 @@ export class WorkerPool {
           return receipt;
         };
         const opts = { keepLease, cancelChildren: this.#cancelTree, by: token, event, send, heldPermits: holds, ...(needs === null ? {} : { permits: needs }) };
-        if (await commitTransition(this.db, from, t, opts)) return { committed: true, ahead: needs === null ? null : { needs, taken } };
+        if (await commitTransition(this.db, from, t, opts)) return { committed: true, ahead: needs === null ? null : { needs, taken, allotted } };
+        allotted?.release();
         const landed = attempt > 1 && (await asScheduler(this.db, (c) => commitLanded(c, { id, token, rowVersion: from.rowVersion })));
         // landed but unanswered: its permits (if it took them) are taken again, as the same holder's
         return { committed: landed, ahead: null };
       } catch (err) {
-        if ((err as { code?: string }).code === 'FLOW_TRANSITION_REFUSED' || refusedForData(err) || attempt >= 20) throw err;
+        if ((err as { code?: string }).code === 'FLOW_TRANSITION_REFUSED' || refusedForData(err) || attempt >= 20) {
+          allotted?.release();
+          throw err;
+        }
         await sleep(Math.min(2000, 50 * 2 ** attempt));
       }
     }

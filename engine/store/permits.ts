@@ -75,6 +75,35 @@ export async function sweepPermits(on: Queryable): Promise<number> {
   return res.rows[0]?.n ?? 0;
 }
 
+/** Room a bucket lent an engine (migration 0053): null slots or tokens where its limit has no cap or rate. */
+export interface Loan {
+  id: string;
+  slots: number | null;
+  tokens: number | null;
+}
+
+/** Borrows room from a need's bucket for `ttlMs`; null where lending would leave its limit close to reached. */
+export async function lendAllowance(c: Client, args: { need: PermitNeed; slots: number; tokens: number; ttlMs: number }): Promise<Loan | null> {
+  const res = await c.query<{ id: string; slots: number | null; tokens: number | null }>({
+    name: 'flow_lend_allowance',
+    text: 'SELECT id, slots, tokens FROM lend_allowance($1, $2, $3, $4)',
+    values: [JSON.stringify(needsParam([args.need])[0]), args.slots, args.tokens, args.ttlMs],
+  });
+  const row = res.rows[0];
+  return row === undefined ? null : { id: row.id, slots: row.slots, tokens: row.tokens === null ? null : Number(row.tokens) };
+}
+
+/** Keeps loans another `ttlMs`; answers the ids kept (the others are gone, or lent before their limit changed). */
+export async function keepAllowances(c: Client, ids: string[], ttlMs: number): Promise<Set<string>> {
+  const res = await c.query<{ id: string }>({ name: 'flow_keep_allowances', text: 'SELECT keep_allowances($1, $2) AS id', values: [ids, ttlMs] });
+  return new Set(res.rows.map((r) => r.id));
+}
+
+/** Gives loans back: their room returns to the buckets, and waiters are offered it. */
+export async function returnAllowances(c: Client, ids: string[]): Promise<void> {
+  await c.query({ name: 'flow_return_allowances', text: 'SELECT return_allowances($1)', values: [ids] });
+}
+
 /** A limit set through the API: it replaces configuration for its resource in its scope. */
 export interface LimitOverride {
   scope: string;
@@ -148,8 +177,14 @@ export interface LimitLoad {
 export async function limitLoads(c: Client, scopes: string[] | null): Promise<LimitLoad[]> {
   const res = await c.query<{ env_id: string; resource: string; key: string; in_flight: string; waiting: string }>(
     `WITH held AS (
-       SELECT p.env_id, p.resource, p.key, count(*) AS n FROM permits p JOIN workflows w ON w.id = p.workflow_id
-       WHERE permit_alive(p, w) AND ($1::text[] IS NULL OR p.env_id = ANY($1)) GROUP BY 1, 2, 3
+       SELECT x.env_id, x.resource, x.key, sum(x.n) AS n FROM (
+         SELECT p.env_id, p.resource, p.key, 1 AS n FROM permits p JOIN workflows w ON w.id = p.workflow_id
+         WHERE permit_alive(p, w) AND ($1::text[] IS NULL OR p.env_id = ANY($1))
+         -- room lent to engines (migration 0053) is held as a permit is: its calls are at most that
+         UNION ALL
+         SELECT b.env_id, b.resource, b.key, b.lent_slots FROM limit_buckets b
+         WHERE b.lent_slots > 0 AND ($1::text[] IS NULL OR b.env_id = ANY($1))
+       ) x GROUP BY 1, 2, 3
      ), queued AS (
        SELECT q.env_id, q.resource, q.key, count(*) AS n FROM permit_waiters q
        WHERE $1::text[] IS NULL OR q.env_id = ANY($1) GROUP BY 1, 2, 3

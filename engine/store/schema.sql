@@ -75,7 +75,7 @@ BEGIN
                        WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'concurrency'
                          AND q.workflow_id <> wf AND q.woken_at IS NULL
                          AND (mine.id IS NULL OR mine.kind <> 'concurrency' OR q.id < mine.id));
-      IF live + woken >= cap OR ahead THEN
+      IF live + woken + b.lent_slots >= cap OR ahead THEN
         IF mine.id IS NULL OR mine.kind <> 'concurrency' THEN
           -- a rate waiter leaves the rate line for this one
           DELETE FROM permit_waiters q WHERE q.id = mine.id;
@@ -91,7 +91,7 @@ BEGIN
       END IF;
     END IF;
     IF rt IS NOT NULL THEN
-      tokens := least(coalesce(bu, 1)::float8, b.tokens + rt * extract(epoch FROM clock_timestamp() - b.refilled_at));
+      tokens := least(coalesce(bu, 1)::float8 - b.lent_tokens, b.tokens + rt * extract(epoch FROM clock_timestamp() - b.refilled_at));
       -- the line is served at the rate: one whose turn came finds at most 0.1 s of tokens beyond its own
       IF mine.kind = 'rate' THEN tokens := least(tokens, 1 + rt * 0.1); END IF;
       -- a newcomer joins the line behind those in it; one whose turn came takes a token if there
@@ -904,6 +904,77 @@ END
 $$;
 
 --
+-- Name: keep_allowances(uuid[], double precision); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.keep_allowances(ids uuid[], ttl_ms double precision) RETURNS SETOF uuid
+    LANGUAGE sql
+    AS $$
+  UPDATE limit_allowances a SET expires_at = now() + ttl_ms * interval '1 millisecond'
+  FROM limit_buckets b
+  WHERE a.id = ANY(ids) AND b.env_id = a.env_id AND b.resource = a.resource AND b.key = a.key
+    AND a.granted_at > coalesce(b.limit_changed_at, '-infinity')
+  RETURNING a.id
+$$;
+
+--
+-- Name: lend_allowance(jsonb, integer, double precision, double precision); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.lend_allowance(need jsonb, want_slots integer, want_tokens double precision, ttl_ms double precision) RETURNS TABLE(id uuid, slots integer, tokens double precision)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+  s     text := need->>'s';
+  r     text := need->>'r';
+  k     text := need->>'k';
+  cap   integer;
+  rt    float8;
+  bu    integer;
+  o     limit_overrides;
+  b     limit_buckets;
+  live  integer;
+  avail float8;
+  lent  uuid := gen_random_uuid();
+BEGIN
+  IF (need->>'w')::boolean OR want_slots < 1 OR want_tokens < 1 THEN RETURN; END IF;
+  SELECT * INTO o FROM limit_overrides lo WHERE lo.env_id = s AND lo.resource = r;
+  IF FOUND THEN cap := o.concurrency; rt := o.rate; bu := o.burst;
+  ELSE cap := (need->>'c')::integer; rt := (need->>'rate')::float8; bu := (need->>'burst')::integer;
+  END IF;
+  IF cap IS NULL AND rt IS NULL THEN RETURN; END IF;
+  SELECT * INTO b FROM limit_buckets lb WHERE lb.env_id = s AND lb.resource = r AND lb.key = k FOR UPDATE;
+  IF NOT FOUND THEN
+    INSERT INTO limit_buckets AS lb (env_id, resource, key, tokens, refilled_at)
+    VALUES (s, r, k, coalesce(bu, 1), now()) ON CONFLICT DO NOTHING;
+    SELECT * INTO b FROM limit_buckets lb WHERE lb.env_id = s AND lb.resource = r AND lb.key = k FOR UPDATE;
+  END IF;
+  IF EXISTS (SELECT 1 FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = k) THEN RETURN; END IF;
+  IF cap IS NOT NULL THEN
+    SELECT count(*) INTO live FROM permits p JOIN workflows w ON w.id = p.workflow_id
+    WHERE p.env_id = s AND p.resource = r AND p.key = k AND permit_alive(p, w);
+    -- at most half the cap taken once this is lent
+    IF 2 * (live + b.lent_slots + want_slots) > cap THEN RETURN; END IF;
+  END IF;
+  IF rt IS NOT NULL THEN
+    avail := least(coalesce(bu, 1)::float8 - b.lent_tokens, b.tokens + rt * extract(epoch FROM clock_timestamp() - b.refilled_at));
+    IF avail < 2 * want_tokens THEN RETURN; END IF;
+  END IF;
+  UPDATE limit_buckets lb
+  SET tokens = CASE WHEN rt IS NULL THEN lb.tokens ELSE avail - want_tokens END,
+      refilled_at = CASE WHEN rt IS NULL THEN lb.refilled_at ELSE clock_timestamp() END,
+      lent_slots = lb.lent_slots + CASE WHEN cap IS NULL THEN 0 ELSE want_slots END,
+      lent_tokens = lb.lent_tokens + CASE WHEN rt IS NULL THEN 0 ELSE want_tokens END
+  WHERE lb.env_id = s AND lb.resource = r AND lb.key = k;
+  INSERT INTO limit_allowances AS a (id, env_id, resource, key, slots, tokens, expires_at)
+  VALUES (lent, s, r, k, CASE WHEN cap IS NULL THEN 0 ELSE want_slots END, CASE WHEN rt IS NULL THEN 0 ELSE want_tokens END,
+          now() + ttl_ms * interval '1 millisecond');
+  RETURN QUERY SELECT lent, CASE WHEN cap IS NULL THEN NULL ELSE want_slots END, CASE WHEN rt IS NULL THEN NULL ELSE want_tokens END;
+END
+$$;
+
+--
 -- Name: notify_lease_taken(); Type: FUNCTION; Schema: flow; Owner: -
 --
 
@@ -1007,7 +1078,7 @@ BEGIN
       held := held + 1;
     END IF;
     IF rt IS NOT NULL THEN
-      tokens := least(coalesce(bu, 1)::float8, b.tokens + rt * extract(epoch FROM clock_timestamp() - b.refilled_at));
+      tokens := least(coalesce(bu, 1)::float8 - b.lent_tokens, b.tokens + rt * extract(epoch FROM clock_timestamp() - b.refilled_at));
       IF tokens < 1 OR EXISTS (SELECT 1 FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'rate') THEN
         RETURN NULL;
       END IF;
@@ -1052,8 +1123,8 @@ BEGIN
            -- the head of the line, by its index (an EXISTS here was planned as a scan of every line)
            AND (SELECT q.id FROM permit_waiters q WHERE q.env_id = l.s AND q.resource = l.r AND q.key = l.k ORDER BY q.id LIMIT 1) IS NULL
            -- the permit rows, live or not, are at least the live ones: counted up to the cap
-           AND (l.cap IS NULL OR l.n + 128 + (SELECT count(*) FROM (SELECT 1 FROM permits p WHERE p.env_id = l.s AND p.resource = l.r AND p.key = l.k LIMIT l.cap + 1) x) <= l.cap)
-           AND (l.rate IS NULL OR least(coalesce(l.burst, 1)::float8, b.tokens + l.rate * extract(epoch FROM clock_timestamp() - b.refilled_at)) >= l.n + 128) AS ok
+           AND (l.cap IS NULL OR l.n + 128 + b.lent_slots + (SELECT count(*) FROM (SELECT 1 FROM permits p WHERE p.env_id = l.s AND p.resource = l.r AND p.key = l.k LIMIT l.cap + 1) x) <= l.cap)
+           AND (l.rate IS NULL OR least(coalesce(l.burst, 1)::float8 - b.lent_tokens, b.tokens + l.rate * extract(epoch FROM clock_timestamp() - b.refilled_at)) >= l.n + 128) AS ok
     FROM limited l LEFT JOIN limit_buckets b ON b.env_id = l.s AND b.resource = l.r AND b.key = l.k
     WHERE l.cap IS NOT NULL OR l.rate IS NOT NULL
   )
@@ -1115,6 +1186,41 @@ END
 $$;
 
 --
+-- Name: return_allowances(uuid[]); Type: FUNCTION; Schema: flow; Owner: -
+--
+
+CREATE FUNCTION flow.return_allowances(ids uuid[]) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  f record;
+  n integer := 0;
+BEGIN
+  IF coalesce(cardinality(ids), 0) = 0 THEN RETURN 0; END IF;
+  -- buckets in the order every acquirer locks them
+  PERFORM 1 FROM limit_buckets b
+  WHERE (b.env_id, b.resource, b.key) IN (SELECT a.env_id, a.resource, a.key FROM limit_allowances a WHERE a.id = ANY(ids))
+  ORDER BY b.env_id, b.resource, b.key
+  FOR UPDATE;
+  FOR f IN
+    WITH gone AS (DELETE FROM limit_allowances a WHERE a.id = ANY(ids) RETURNING a.*),
+    sums AS (SELECT g.env_id, g.resource, g.key, sum(g.slots)::integer AS slots, sum(g.tokens) AS tokens FROM gone g GROUP BY 1, 2, 3),
+    moved AS (
+      UPDATE limit_buckets b SET lent_slots = b.lent_slots - sums.slots, lent_tokens = greatest(0, b.lent_tokens - sums.tokens)
+      FROM sums WHERE b.env_id = sums.env_id AND b.resource = sums.resource AND b.key = sums.key
+      RETURNING b.env_id, b.resource, b.key
+    )
+    SELECT m.env_id, m.resource, m.key FROM moved m ORDER BY 1, 2, 3
+  LOOP
+    IF EXISTS (SELECT 1 FROM permit_waiters q WHERE q.env_id = f.env_id AND q.resource = f.resource AND q.key = f.key AND q.kind = 'concurrency') THEN
+      n := n + wake_permit_waiters(f.env_id, f.resource, f.key);
+    END IF;
+  END LOOP;
+  RETURN n;
+END
+$$;
+
+--
 -- Name: sweep_permits(); Type: FUNCTION; Schema: flow; Owner: -
 --
 
@@ -1127,6 +1233,8 @@ DECLARE
   n integer := 0;
 BEGIN
   PERFORM set_config('role', 'flow_engine', true);
+  -- what an engine that died had lent: its calls ended with it
+  n := return_allowances(ARRAY(SELECT a.id FROM limit_allowances a WHERE a.expires_at < now()));
   DELETE FROM permits p USING workflows w WHERE w.id = p.workflow_id AND NOT permit_alive(p, w);
   DELETE FROM permits p WHERE NOT EXISTS (SELECT 1 FROM workflows w WHERE w.id = p.workflow_id);
   DELETE FROM permit_waiters q WHERE NOT EXISTS (SELECT 1 FROM workflows w WHERE w.id = q.workflow_id
@@ -1156,13 +1264,13 @@ BEGIN
   -- checked and taken in one statement: the UPDATE reads the rows as the check does, and a
   -- check that fails rolls it back with the rest
   WITH seen AS (
-    SELECT e.*, b.tokens AS had, b.refilled_at, b.limit_changed_at,
+    SELECT e.*, b.tokens AS had, b.refilled_at, b.limit_changed_at, b.lent_slots, b.lent_tokens,
            (SELECT count(*) FROM jsonb_array_elements(needs) t WHERE t->>'s' = e.s AND t->>'r' = e.r AND t->>'k' = e.k) AS taken
     FROM jsonb_to_recordset(buckets) e(s text, r text, k text, cap integer, rate float8, burst integer, changed timestamptz)
     JOIN limit_buckets b ON b.env_id = e.s AND b.resource = e.r AND b.key = e.k
   ), took AS (
     UPDATE limit_buckets lb
-    SET tokens = least(coalesce(seen.burst, 1)::float8, seen.had + seen.rate * extract(epoch FROM clock_timestamp() - seen.refilled_at)) - seen.taken,
+    SET tokens = least(coalesce(seen.burst, 1)::float8 - seen.lent_tokens, seen.had + seen.rate * extract(epoch FROM clock_timestamp() - seen.refilled_at)) - seen.taken,
         refilled_at = clock_timestamp()
     FROM seen
     WHERE seen.rate IS NOT NULL AND seen.taken > 0 AND lb.env_id = seen.s AND lb.resource = seen.r AND lb.key = seen.k
@@ -1172,11 +1280,11 @@ BEGIN
      OR (SELECT q.id FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = k ORDER BY q.id LIMIT 1) IS NOT NULL
      OR CASE WHEN cap IS NULL THEN false
              -- counted through the live ones only where the rows, live or not, exceed the cap
-             WHEN (SELECT count(*) FROM (SELECT 1 FROM permits p WHERE p.env_id = s AND p.resource = r AND p.key = k LIMIT cap + 1) x) <= cap THEN false
+             WHEN lent_slots + (SELECT count(*) FROM (SELECT 1 FROM permits p WHERE p.env_id = s AND p.resource = r AND p.key = k LIMIT cap + 1) x) <= cap THEN false
              ELSE (SELECT count(*) FROM permits p JOIN workflows w ON w.id = p.workflow_id
-                   WHERE p.env_id = s AND p.resource = r AND p.key = k AND permit_alive(p, w)) > cap END
+                   WHERE p.env_id = s AND p.resource = r AND p.key = k AND permit_alive(p, w)) + lent_slots > cap END
      OR (rate IS NOT NULL AND taken > 0
-         AND least(coalesce(burst, 1)::float8, had + rate * extract(epoch FROM clock_timestamp() - refilled_at)) < taken);
+         AND least(coalesce(burst, 1)::float8 - lent_tokens, had + rate * extract(epoch FROM clock_timestamp() - refilled_at)) < taken);
   IF gone IS NOT NULL THEN
     RAISE EXCEPTION 'no room left in % since the batch began', gone USING ERRCODE = 'serialization_failure';
   END IF;
@@ -1196,8 +1304,9 @@ DECLARE
   live  integer;
   woken integer;
   n     integer;
+  lent  integer;
 BEGIN
-  PERFORM 1 FROM limit_buckets b WHERE b.env_id = s AND b.resource = r AND b.key = k FOR UPDATE;
+  SELECT b.lent_slots INTO lent FROM limit_buckets b WHERE b.env_id = s AND b.resource = r AND b.key = k FOR UPDATE;
   SELECT * INTO o FROM limit_overrides lo WHERE lo.env_id = s AND lo.resource = r;
   IF FOUND THEN cap := o.concurrency;
   ELSE SELECT max(q.concurrency) INTO cap FROM permit_waiters q WHERE q.env_id = s AND q.resource = r AND q.key = k;
@@ -1210,7 +1319,7 @@ BEGIN
     SELECT count(*) INTO woken FROM permit_waiters q
     WHERE q.env_id = s AND q.resource = r AND q.key = k AND q.kind = 'concurrency'
       AND q.woken_at > now() - interval '30 seconds';
-    n := cap - live - woken;
+    n := cap - live - woken - coalesce(lent, 0);
   END IF;
   IF n <= 0 THEN RETURN 0; END IF;
   WITH first AS (
@@ -1614,6 +1723,25 @@ CREATE TABLE flow.legal_holds (
 ALTER TABLE ONLY flow.legal_holds FORCE ROW LEVEL SECURITY;
 
 --
+-- Name: limit_allowances; Type: TABLE; Schema: flow; Owner: -
+--
+
+CREATE TABLE flow.limit_allowances (
+    id uuid NOT NULL,
+    env_id text NOT NULL,
+    resource text NOT NULL,
+    key text NOT NULL,
+    slots integer NOT NULL,
+    tokens double precision NOT NULL,
+    granted_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT limit_allowances_slots_check CHECK ((slots >= 0)),
+    CONSTRAINT limit_allowances_tokens_check CHECK ((tokens >= (0)::double precision))
+);
+
+ALTER TABLE ONLY flow.limit_allowances FORCE ROW LEVEL SECURITY;
+
+--
 -- Name: limit_buckets; Type: TABLE; Schema: flow; Owner: -
 --
 
@@ -1624,7 +1752,9 @@ CREATE TABLE flow.limit_buckets (
     tokens double precision NOT NULL,
     refilled_at timestamp with time zone NOT NULL,
     next_slot timestamp with time zone,
-    limit_changed_at timestamp with time zone
+    limit_changed_at timestamp with time zone,
+    lent_slots integer DEFAULT 0 NOT NULL,
+    lent_tokens double precision DEFAULT 0 NOT NULL
 );
 
 ALTER TABLE ONLY flow.limit_buckets FORCE ROW LEVEL SECURITY;
@@ -2095,6 +2225,13 @@ ALTER TABLE ONLY flow.legal_holds
     ADD CONSTRAINT legal_holds_pkey PRIMARY KEY (workflow_id);
 
 --
+-- Name: limit_allowances limit_allowances_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
+--
+
+ALTER TABLE ONLY flow.limit_allowances
+    ADD CONSTRAINT limit_allowances_pkey PRIMARY KEY (id);
+
+--
 -- Name: limit_buckets limit_buckets_pkey; Type: CONSTRAINT; Schema: flow; Owner: -
 --
 
@@ -2264,6 +2401,12 @@ CREATE INDEX audit_version ON flow.audit USING btree (logic_id, version, id) WHE
 --
 
 CREATE INDEX audit_workflow ON flow.audit USING btree (workflow_id, id);
+
+--
+-- Name: limit_allowances_expiry; Type: INDEX; Schema: flow; Owner: -
+--
+
+CREATE INDEX limit_allowances_expiry ON flow.limit_allowances USING btree (expires_at);
 
 --
 -- Name: modules_sha256; Type: INDEX; Schema: flow; Owner: -
@@ -2694,6 +2837,12 @@ ALTER TABLE flow.journal_default ENABLE ROW LEVEL SECURITY;
 ALTER TABLE flow.legal_holds ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: limit_allowances; Type: ROW SECURITY; Schema: flow; Owner: -
+--
+
+ALTER TABLE flow.limit_allowances ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: limit_buckets; Type: ROW SECURITY; Schema: flow; Owner: -
 --
 
@@ -2800,6 +2949,12 @@ CREATE POLICY scheduler ON flow.journal TO flow_engine USING (true) WITH CHECK (
 --
 
 CREATE POLICY scheduler ON flow.legal_holds TO flow_engine USING (true) WITH CHECK (true);
+
+--
+-- Name: limit_allowances scheduler; Type: POLICY; Schema: flow; Owner: -
+--
+
+CREATE POLICY scheduler ON flow.limit_allowances TO flow_engine USING (true) WITH CHECK (true);
 
 --
 -- Name: limit_buckets scheduler; Type: POLICY; Schema: flow; Owner: -
@@ -3168,6 +3323,12 @@ GRANT UPDATE(initial) ON TABLE flow.journal TO flow_engine;
 
 GRANT SELECT,INSERT,DELETE ON TABLE flow.legal_holds TO flow_app;
 GRANT SELECT,INSERT,DELETE ON TABLE flow.legal_holds TO flow_engine;
+
+--
+-- Name: TABLE limit_allowances; Type: ACL; Schema: flow; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE flow.limit_allowances TO flow_engine;
 
 --
 -- Name: TABLE limit_buckets; Type: ACL; Schema: flow; Owner: -

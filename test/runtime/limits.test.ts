@@ -160,7 +160,8 @@ describeEachDriver('limits', (getDb, driver) => {
   }
 
   it('a chain under one lease keeps its concurrency permit: written once, not once an attempt', async () => {
-    const { svc, engine } = await setup({ concurrency: 100, rate: null, burst: null });
+    // room to spare, but too little to lend an engine of 8 executors (allowances.ts): the permit is a row
+    const { svc, engine } = await setup({ concurrency: 20, rate: null, burst: null });
     const writes = await notePermitWrites(engine);
     const logic = chainLogic(4);
     await engine.publish(logic, ENV);

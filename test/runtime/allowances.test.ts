@@ -1,0 +1,237 @@
+import { afterEach, expect, it } from 'vitest';
+import type { LogicVersion } from '../../contracts/index.ts';
+import type { HandlerProfile } from '../../engine/executors/handlers.ts';
+import { Engine } from '../../engine/runtime/engine.ts';
+import { claimWorkflows } from '../../engine/store/claim-workflows.ts';
+import { acquirePermits, lendAllowance, needsParam, type PermitNeed, returnAllowances } from '../../engine/store/permits.ts';
+import { asScheduler } from '../../engine/store/tx.ts';
+import { CountingService } from '../support/counting-service.ts';
+import { describeEachDriver } from '../support/db.ts';
+import { uniqueLogic } from '../support/engine.ts';
+import { waitFor } from '../support/store-checks.ts';
+
+/**
+ * Room a bucket lends an engine (migration 0053, runtime/allowances.ts): counted as taken wherever
+ * room is counted, so a limit holds across a loan as it holds without one; and an engine with a
+ * loan takes no permit in the database for the attempts it covers.
+ */
+const ENV = 'loans';
+
+/** `n` proxy steps in a row, each a call to handler `svc`. */
+const chainLogic = (n: number): LogicVersion =>
+  uniqueLogic({
+    start: 's0',
+    steps: Object.fromEntries(
+      Array.from({ length: n }, (_, i) => [`s${i}`, { kind: 'proxy', handler: 'svc', path: '/call', input: 'input', next: i + 1 < n ? `s${i + 1}` : null }]),
+    ) as never,
+  });
+
+describeEachDriver('loans of room', (getDb) => {
+  const open: { engine: Engine; svc: CountingService }[] = [];
+  /** Instances claimed by hand: ended after their test, so that no later test's engine runs them. */
+  const byHand: string[] = [];
+  afterEach(async () => {
+    const ids = byHand.splice(0);
+    if (ids.length > 0) {
+      await asScheduler(getDb(), (c) =>
+        c.query(`UPDATE workflows SET state = 'cancelled', lease_token = NULL, lease_expires_at = NULL, run_at = 'infinity' WHERE id = ANY($1)`, [ids]),
+      );
+    }
+    for (const { engine, svc } of open.splice(0)) {
+      svc.open();
+      await engine.close();
+      await svc.close();
+    }
+  });
+
+  async function engineWith(limit: HandlerProfile['limit'], concurrency = 8) {
+    const svc = await new CountingService().listen();
+    const engine = new Engine({
+      db: getDb(),
+      env: ENV,
+      executors: { handlers: new Map([['SVC', { url: svc.url, ...(limit ? { limit } : {}) }]]) },
+      worker: { concurrency, pollMs: 3_600_000 },
+      permitSweepMs: 0,
+    });
+    open.push({ engine, svc });
+    return { svc, engine };
+  }
+
+  /** `n` idle instances of a one-call definition, claimed by hand, and a way to take permits for one of them. */
+  async function claimed(n: number) {
+    const { engine } = await engineWith(undefined);
+    const db = engine.db;
+    const logic = chainLogic(1);
+    await engine.publish(logic, ENV);
+    const ids: string[] = [];
+    for (let i = 0; i < n; i++) ids.push((await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id);
+    byHand.push(...ids);
+    const held = new Map((await claimWorkflows(db.pool, { limit: 100, leaseMs: 60_000 })).map((s) => [s.instance.id, s]));
+    const take = async (id: string, need: PermitNeed) => {
+      const lease = held.get(id)!;
+      return (await acquirePermits(db.pool, { id, token: lease.leaseToken!, rowVersion: lease.rowVersion, needs: [need] })).wait;
+    };
+    const parked = async (id: string) =>
+      (await db.pool.query<{ parked: boolean }>(`SELECT lease_expires_at = 'infinity' AS parked FROM workflows WHERE id = $1`, [id])).rows[0]!.parked;
+    // a resource of this test's own (the suite shares its database)
+    const resource = `handler:T${crypto.randomUUID().slice(0, 8)}`;
+    return { engine, db, ids, take, parked, resource };
+  }
+
+  const bucket = async (engine: Engine, resource: string) =>
+    (
+      await engine.db.pool.query<{ tokens: number; lent_slots: number; lent_tokens: number }>(
+        'SELECT tokens, lent_slots, lent_tokens FROM limit_buckets WHERE resource = $1',
+        [resource],
+      )
+    ).rows[0];
+
+  it('slots lent are taken: an acquirer finds the cap less the loan, and is woken when the loan comes back', async () => {
+    const { engine, db, ids, take, parked, resource } = await claimed(5);
+    const need: PermitNeed = { scope: ENV, resource, key: '', concurrency: 6, rate: null, burst: null, workflowWide: false };
+    const loan = await asScheduler(db, (c) => lendAllowance(c, { need, slots: 2, tokens: 1, ttlMs: 60_000 }));
+    expect(loan).toMatchObject({ slots: 2, tokens: null });
+    expect(await bucket(engine, resource)).toMatchObject({ lent_slots: 2 });
+    // 6 less the 2 lent: four go, the fifth waits
+    for (const id of ids.slice(0, 4)) expect(await take(id, need)).toBeNull();
+    expect(await take(ids[4]!, need)).toEqual({ scope: ENV, resource, wakeInMs: null });
+    expect(await parked(ids[4]!)).toBe(true);
+    await asScheduler(db, (c) => returnAllowances(c, [loan!.id]));
+    expect(await bucket(engine, resource)).toMatchObject({ lent_slots: 0 });
+    expect(await parked(ids[4]!)).toBe(false);
+  });
+
+  it('tokens lent leave the bucket, and it refills only up to its burst less the loan', async () => {
+    const { engine, db, ids, take, resource } = await claimed(7);
+    const need: PermitNeed = { scope: ENV, resource, key: '', concurrency: null, rate: 1, burst: 10, workflowWide: false };
+    // a full bucket of 10 lends 4 (it holds twice that): 6 left, 4 lent
+    const loan = await asScheduler(db, (c) => lendAllowance(c, { need, slots: 1, tokens: 4, ttlMs: 60_000 }));
+    expect(loan).toMatchObject({ slots: null, tokens: 4 });
+    expect(await bucket(engine, resource)).toMatchObject({ tokens: 6, lent_tokens: 4 });
+    // an hour later the bucket would hold its whole burst, but 4 of it are lent: 6 calls at once, not 10
+    await asScheduler(db, (c) => c.query(`UPDATE limit_buckets SET refilled_at = refilled_at - interval '1 hour' WHERE resource = $1`, [resource]));
+    for (const id of ids.slice(0, 6)) expect(await take(id, need)).toBeNull();
+    expect((await take(ids[6]!, need))?.wakeInMs).toBeGreaterThan(0);
+  });
+
+  it('nothing is lent where it would leave the limit close to reached, or someone waits', async () => {
+    const { db, ids, take, resource } = await claimed(2);
+    const lend = (need: PermitNeed, slots: number, tokens: number) => asScheduler(db, (c) => lendAllowance(c, { need, slots, tokens, ttlMs: 60_000 }));
+    const capped: PermitNeed = { scope: ENV, resource, key: '', concurrency: 8, rate: null, burst: null, workflowWide: false };
+    // more than half the cap once lent
+    expect(await lend(capped, 5, 1)).toBeNull();
+    expect(await lend(capped, 4, 1)).not.toBeNull();
+    // the 4 lent are half of it: nothing more
+    expect(await lend(capped, 1, 1)).toBeNull();
+    const rated: PermitNeed = { scope: ENV, resource: `${resource}r`, key: '', concurrency: null, rate: 1, burst: 10, workflowWide: false };
+    expect(await lend(rated, 1, 6)).toBeNull();
+    const tight: PermitNeed = { scope: ENV, resource: `${resource}t`, key: '', concurrency: 1, rate: null, burst: null, workflowWide: false };
+    expect(await take(ids[0]!, tight)).toBeNull();
+    expect(await take(ids[1]!, tight)).not.toBeNull();
+    const widened = { ...tight, concurrency: 100 };
+    // room to spare now, but one waits in line: a loan would go before it
+    expect(await lend(widened, 2, 1)).toBeNull();
+  });
+
+  it('a commit batch finds room to spare only beside what is lent', async () => {
+    const { db, resource } = await claimed(0);
+    // a batch goes without locking its buckets where 128 more than it takes would still fit
+    const need: PermitNeed = { scope: ENV, resource, key: '', concurrency: 145, rate: null, burst: null, workflowWide: false };
+    const slack = async () =>
+      (await asScheduler(db, (c) => c.query<{ buckets: unknown }>('SELECT buckets FROM permits_slack($1)', [JSON.stringify([{ permits: needsParam([need]) }])]))).rows[0]!.buckets;
+    expect(await asScheduler(db, (c) => lendAllowance(c, { need, slots: 16, tokens: 1, ttlMs: 60_000 }))).not.toBeNull();
+    // 1 + 128 + the 16 lent fit in 145
+    expect(await slack()).not.toBeNull();
+    need.concurrency = 144;
+    expect(await slack()).toBeNull();
+  });
+
+  it('a loan its engine left to expire is taken back by the sweep, and its room offered to who waits', async () => {
+    const { engine, db, ids, take, parked, resource } = await claimed(3);
+    const need: PermitNeed = { scope: ENV, resource, key: '', concurrency: 4, rate: null, burst: null, workflowWide: false };
+    expect(await asScheduler(db, (c) => lendAllowance(c, { need, slots: 2, tokens: 1, ttlMs: 1 }))).not.toBeNull();
+    // expired or not, a loan is counted until it is taken back
+    expect(await take(ids[0]!, need)).toBeNull();
+    expect(await take(ids[1]!, need)).toBeNull();
+    expect(await take(ids[2]!, need)).toEqual({ scope: ENV, resource, wakeInMs: null });
+    // the engine that borrowed died: nobody keeps its loan, which has expired
+    await new Promise((r) => setTimeout(r, 5));
+    await engine.permits.sweep();
+    expect(await bucket(engine, resource)).toMatchObject({ lent_slots: 0 });
+    expect(await parked(ids[2]!)).toBe(false);
+  });
+
+  it('an engine with a loan takes no permit in the database for the attempts it covers, and gives the loan back at stop', async () => {
+    const { svc, engine } = await engineWith({ concurrency: 1000, rate: 100_000, burst: 100_000 });
+    const logic = chainLogic(5);
+    await engine.publish(logic, ENV);
+    await engine.workers.start();
+    // the first instance's attempts ask for the loan
+    const first = (await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id;
+    await waitFor('the loan', async () => ((await bucket(engine, 'handler:SVC'))?.lent_slots ? true : undefined));
+    await waitFor('the first instance ended', async () => ((await engine.get(first, ENV)).state === 'completed' ? true : undefined));
+    const written = await notePermitWrites(engine);
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) ids.push((await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id);
+    await waitFor('every instance ended', async () => {
+      const res = await engine.db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM workflows WHERE id = ANY($1) AND state = 'completed'`, [ids]);
+      return Number(res.rows[0]!.n) === ids.length ? true : undefined;
+    });
+    expect(svc.calls('/call')).toHaveLength(35);
+    // no permit row, and no token taken from the bucket: the loan covered every attempt
+    expect(await written()).toBe(0);
+    expect(await bucket(engine, 'handler:SVC')).toMatchObject({ lent_slots: 16 });
+    await engine.workers.stop();
+    expect(await bucket(engine, 'handler:SVC')).toMatchObject({ lent_slots: 0, lent_tokens: 0 });
+    expect((await engine.db.pool.query(`SELECT 1 FROM limit_allowances WHERE resource = 'handler:SVC'`)).rows).toHaveLength(0);
+  });
+
+  it('a limit lowered while attempts run under a loan: the loan hands out nothing more, and the lower limit holds', async () => {
+    const { svc, engine } = await engineWith({ concurrency: 1000, rate: null, burst: null });
+    const logic = chainLogic(3);
+    await engine.publish(logic, ENV);
+    await engine.workers.start();
+    const first = (await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id;
+    await waitFor('the loan', async () => ((await bucket(engine, 'handler:SVC'))?.lent_slots ? true : undefined));
+    await waitFor('the first instance ended', async () => ((await engine.get(first, ENV)).state === 'completed' ? true : undefined));
+    svc.hold();
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) ids.push((await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id);
+    // all four at their first call, under the loan
+    await waitFor('four calls in flight', async () => (svc.inFlight === 4 ? true : undefined));
+    // through this engine: it has heard of the change once this returns (another engine hears the notice)
+    const override = (limit: { concurrency: number; rate: null; burst: null } | null) =>
+      engine.permits.set({ scope: '*', resource: 'handler:SVC', limit, actor: 'ops', reason: 'a test' });
+    await override({ concurrency: 1, rate: null, burst: null });
+    try {
+      // from here on, a call starts only where no other is in flight
+      svc.maxInFlight = 0;
+      svc.open();
+      await waitFor('every instance ended', async () => {
+        const res = await engine.db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM workflows WHERE id = ANY($1) AND state = 'completed'`, [ids]);
+        return Number(res.rows[0]!.n) === ids.length ? true : undefined;
+      });
+      expect(svc.calls('/call')).toHaveLength(15);
+      expect(svc.maxInFlight).toBe(1);
+    } finally {
+      await override(null);
+    }
+  });
+});
+
+/** Counts the rows written to `permits` and `limit_buckets` from now on (triggers of the test's schema). */
+async function notePermitWrites(engine: Engine): Promise<() => Promise<number>> {
+  const { pool, schema } = engine.db;
+  await pool.query('CREATE TABLE IF NOT EXISTS permit_notes (tbl text NOT NULL)');
+  await pool.query(
+    `CREATE OR REPLACE FUNCTION note_permit_write() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = ${schema} AS $$
+     BEGIN INSERT INTO permit_notes VALUES (TG_TABLE_NAME); RETURN NEW; END $$`,
+  );
+  for (const table of ['permits', 'limit_buckets']) {
+    await pool.query(`DROP TRIGGER IF EXISTS permit_noted ON ${table}`);
+    await pool.query(`CREATE TRIGGER permit_noted AFTER INSERT OR UPDATE ON ${table} FOR EACH ROW EXECUTE FUNCTION note_permit_write()`);
+  }
+  const count = async () => Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM permit_notes')).rows[0]!.n);
+  const from = await count();
+  return async () => (await count()) - from;
+}
