@@ -3,10 +3,10 @@ import type { LogicVersion } from '../../contracts/index.ts';
 import type { HandlerProfile } from '../../engine/executors/handlers.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import { claimWorkflows } from '../../engine/store/claim-workflows.ts';
-import { acquirePermits, lendAllowance, needsParam, type PermitNeed, returnAllowances } from '../../engine/store/permits.ts';
+import { acquirePermits, lendAllowance, listWaiters, needsParam, type PermitNeed, returnAllowances } from '../../engine/store/permits.ts';
 import { asScheduler } from '../../engine/store/tx.ts';
 import { CountingService } from '../support/counting-service.ts';
-import { describeEachDriver } from '../support/db.ts';
+import { closeTestDb, describeEachDriver, openTestDb } from '../support/db.ts';
 import { uniqueLogic } from '../support/engine.ts';
 import { waitFor } from '../support/store-checks.ts';
 
@@ -26,7 +26,7 @@ const chainLogic = (n: number): LogicVersion =>
     ) as never,
   });
 
-describeEachDriver('loans of room', (getDb) => {
+describeEachDriver('loans of room', (getDb, driver) => {
   const open: { engine: Engine; svc: CountingService }[] = [];
   /** Instances claimed by hand: ended after their test, so that no later test's engine runs them. */
   const byHand: string[] = [];
@@ -184,6 +184,58 @@ describeEachDriver('loans of room', (getDb) => {
     await engine.workers.stop();
     expect(await bucket(engine, 'handler:SVC')).toMatchObject({ lent_slots: 0, lent_tokens: 0 });
     expect((await engine.db.pool.query(`SELECT 1 FROM limit_allowances WHERE resource = 'handler:SVC'`)).rows).toHaveLength(0);
+  });
+
+  it.skipIf(driver === 'pglite')('engines on one database: what one borrowed, another cannot take, until it is given back', async () => {
+    // its own store: two engines and the test's reads need more connections than the suite's
+    const db = await openTestDb('postgres', { poolSize: 30 });
+    const svcA = await new CountingService().listen();
+    const svcC = await new CountingService().listen();
+    const limit = { concurrency: 32, rate: null, burst: null };
+    const engineOn = (svc: CountingService, concurrency: number) =>
+      new Engine({ db, env: ENV, executors: { handlers: new Map([['SVC', { url: svc.url, limit }]]) }, worker: { concurrency, pollMs: 3_600_000 }, permitSweepMs: 0 });
+    // A holds at most 8 instances: a cap of 32 lends it 8 slots; C's 40 executors are too many to lend to
+    const a = engineOn(svcA, 4);
+    const c = engineOn(svcC, 40);
+    try {
+      const logic = chainLogic(1);
+      await a.publish(logic, ENV);
+      const start = (e: Engine) => e.start({ env: ENV, logicId: logic.logicId, input: {} }).then((r) => r.id);
+      svcA.hold();
+      svcC.hold();
+      await a.workers.start();
+      // A's first call takes a permit row and asks for the loan; the next three go under the loan
+      const first = await start(a);
+      await waitFor('the loan', async () => ((await bucket(a, 'handler:SVC'))?.lent_slots === 8 ? true : undefined));
+      const ids = [first];
+      for (let i = 0; i < 3; i++) ids.push(await start(a));
+      await waitFor('four calls in flight from A', async () => (svcA.inFlight === 4 ? true : undefined));
+      await c.workers.start();
+      for (let i = 0; i < 40; i++) ids.push(await start(c));
+      // 32, less the 8 lent to A and A's one permit row: 23 go, 17 wait
+      await waitFor('23 calls in flight from C and 17 waiting', async () => {
+        const waiting = await asScheduler(db, (q) => listWaiters(q, { env: ENV, limit: 100 }));
+        return svcC.inFlight === 23 && waiting.length === 17 ? true : undefined;
+      });
+      // A ends its calls and stops: the loan goes back, and C's waiters are woken for its room
+      svcA.open();
+      await a.workers.stop();
+      await waitFor('32 calls in flight from C', async () => (svcC.inFlight === 32 ? true : undefined));
+      svcC.open();
+      await waitFor('every instance ended', async () => {
+        const res = await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM workflows WHERE id = ANY($1) AND state = 'completed'`, [ids]);
+        return Number(res.rows[0]!.n) === ids.length ? true : undefined;
+      });
+      expect(svcC.maxInFlight).toBe(32);
+    } finally {
+      svcA.open();
+      svcC.open();
+      await a.close();
+      await c.close();
+      await svcA.close();
+      await svcC.close();
+      await closeTestDb(db);
+    }
   });
 
   it('a limit lowered while attempts run under a loan: the loan hands out nothing more, and the lower limit holds', async () => {

@@ -294,8 +294,10 @@ describeEachDriver('limits', (getDb, driver) => {
     const id = (await engine.start({ env: ENV, logicId: logic.logicId, input: { key: 'k' } })).id;
     await allEnded(engine, [id]);
     expect(svc.calls('/call')).toHaveLength(6);
-    // one token at once, then one each 200 ms: the sixth call 1 s after the first at the earliest
-    expect(svc.arrivals.at(-1)! - svc.arrivals[0]!).toBeGreaterThanOrEqual(990);
+    // one token at once, then one each 200 ms: the sixth call 0.8 s after the second at the
+    // earliest (counted from the second: the first call of a new engine may reach the service late,
+    // and read 975 ms to the sixth under load)
+    expect(svc.arrivals.at(-1)! - svc.arrivals[1]!).toBeGreaterThanOrEqual(790);
   });
 
   /** An engine whose pool does not run (leases are taken by hand), with `n` instances of a one-call definition started, and a way to start more. */
