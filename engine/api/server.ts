@@ -1,4 +1,3 @@
-import helmet from '@fastify/helmet';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
@@ -9,6 +8,7 @@ import { type ConsoleOptions, consolePlugin } from './console.ts';
 import { installGuard } from './guard.ts';
 import { frameworkErrors, installProblemHandlers } from './problem.ts';
 import { redactingLogger } from './redact.ts';
+import { installSecurityHeaders } from './security-headers.ts';
 import { limitRoutes } from './routes/limits.ts';
 import { callbackRoutes } from './routes/callbacks.ts';
 import { decisionRoutes } from './routes/decisions.ts';
@@ -57,30 +57,7 @@ export async function buildApi(opts: ApiOptions): Promise<Api> {
   const app = Fastify({ logger: redactingLogger(opts.logger), bodyLimit, return503OnClosing: true, frameworkErrors });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
-  // On every answer, API and console alike (registered first, so a refusal at the guard carries
-  // them too): no sniffing, no framing (clickjacking of the verbs), and a CSP that lets the console
-  // run its own bundle and nothing else — no inline script, no eval, no other origin. Inline styles
-  // stay allowed: the /docs viewer sets them. No upgrade-insecure-requests: `s8flow dev` serves
-  // plain http on loopback.
-  await app.register(helmet, {
-    frameguard: { action: 'deny' },
-    contentSecurityPolicy: {
-      useDefaults: false,
-      directives: {
-        defaultSrc: ["'self'"],
-        scriptSrc: ["'self'"],
-        scriptSrcAttr: ["'none'"],
-        styleSrc: ["'self'", "'unsafe-inline'"],
-        imgSrc: ["'self'", 'data:'],
-        fontSrc: ["'self'", 'data:'],
-        connectSrc: ["'self'"],
-        objectSrc: ["'none'"],
-        baseUri: ["'self'"],
-        formAction: ["'self'"],
-        frameAncestors: ["'none'"],
-      },
-    },
-  });
+  installSecurityHeaders(app);
   installProblemHandlers(app, (req) => req.routeOptions.bodyLimit ?? bodyLimit);
   installGuard(app, createAuthenticator(opts.auth));
   let accepting = true;

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Api } from '../../engine/api/server.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
+import { makeLogic } from '../contracts/helpers.ts';
 import { bearer, testApi } from '../api/support.ts';
 import { describeEachDriver } from '../support/db.ts';
 
@@ -40,6 +41,20 @@ describeEachDriver('the console and API security headers', (getDb) => {
       expect(csp, url).toContain("object-src 'none'");
       expect(csp, url).not.toContain('unsafe-eval');
     }
+  });
+
+  it('a /live stream, written by its route itself, carries them too', async () => {
+    await engine.publish(makeLogic({ logicId: 'hdr.asks', start: 'approve', steps: { approve: { kind: 'decision', options: ['yes', 'no'] } } }));
+    const { id } = await engine.start({ logicId: 'hdr.asks', input: {} });
+    const base = await api.app.listen({ host: '127.0.0.1', port: 0 });
+    const aborted = new AbortController();
+    const res = await fetch(`${base}/v1/envs/hdr-env/workflows/${id}/live`, { headers: await bearer({ envs: ['hdr-env'], scope: 'flow:read' }), signal: aborted.signal });
+    aborted.abort();
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('text/event-stream');
+    expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(res.headers.get('x-frame-options')).toBe('DENY');
+    expect(res.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
   });
 
   it('the console bundle keeps its token in sessionStorage', async () => {

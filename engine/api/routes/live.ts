@@ -1,3 +1,4 @@
+import type { OutgoingHttpHeaders } from 'node:http';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { WorkflowParams } from '../../../contracts/api/common.ts';
 import type { LogicVersion } from '../../../contracts/index.ts';
@@ -34,7 +35,8 @@ export const liveRoutes: FastifyPluginAsyncZod<LiveOptions> = async (app, opts) 
       const logic = await engine.logics.get(env, record.logicHash);
       const audit = await engine.ops.audit(id, { env });
       reply.hijack();
-      reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+      // hijacked, the answer is written here: with the headers gathered so far (security-headers.ts)
+      reply.raw.writeHead(200, { ...(reply.getHeaders() as OutgoingHttpHeaders), 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
       // it ends when the client leaves or the token expires, whichever comes first
       await streamInstance(reply.raw, engine, changes, env, { record, audit, logic, mmd: (opts.diagram ?? mermaidDiagram)(logic) }, { until: who.expiresAt });
     },
