@@ -1,7 +1,7 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { jsonSchemaTransform, jsonSchemaTransformObject, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import { jsonSchemaTransform, jsonSchemaTransformObject, validatorCompiler } from 'fastify-type-provider-zod';
 import type { Engine } from '../runtime/engine.ts';
 import { type AuthOptions, createAuthenticator } from './auth.ts';
 import { type ConsoleOptions, consolePlugin } from './console.ts';
@@ -9,6 +9,7 @@ import { installGuard } from './guard.ts';
 import { frameworkErrors, installProblemHandlers } from './problem.ts';
 import { redactingLogger } from './redact.ts';
 import { installSecurityHeaders } from './security-headers.ts';
+import { serializerCompiler } from './serialize.ts';
 import { limitRoutes } from './routes/limits.ts';
 import { callbackRoutes } from './routes/callbacks.ts';
 import { decisionRoutes } from './routes/decisions.ts';
