@@ -104,3 +104,82 @@ describe.skipIf(!DATABASE_URL)('limits across three engine processes', () => {
     expect(maxInFlight).toBe(3);
   }, 180_000);
 });
+
+/**
+ * A rate that each engine borrows from (migration 0053) still holds for all of them together:
+ * three processes against a handler limited to 40 calls/s with a burst of 40, each engine
+ * borrowing 10 tokens at a time where the bucket has room to spare. However the calls are shared
+ * out, 160 calls take at least (160 - 40) / 40 = 3 s from the first to the last at the service;
+ * late calls only lengthen that, so a noisy box cannot fail it.
+ */
+describe.skipIf(!DATABASE_URL)('a rate lent to three engine processes', () => {
+  const CALLS = 160;
+  const RATE = 40;
+  const BURST = 40;
+  let db: Db;
+  let svc: FakeService;
+  const workers: WorkerProcess[] = [];
+  const arrivals: number[] = [];
+
+  beforeAll(async () => {
+    db = await openTestDb('postgres', { poolSize: 4 });
+    svc = await new FakeService()
+      .on('/call', async () => {
+        arrivals.push(performance.now());
+        // calls in flight keep their loan open a while: the sampling below sees it
+        await new Promise((r) => setTimeout(r, 30));
+        return { status: 200, body: { ok: true } };
+      })
+      .listen();
+    for (let i = 0; i < 3; i++) {
+      workers.push(
+        await WorkerProcess.start({
+          databaseUrl: DATABASE_URL!,
+          schema: db.schema,
+          env: ENV,
+          handlerUrl: svc.url,
+          concurrency: 4,
+          extraEnv: { FLOW_HANDLER_TEST_RATE: String(RATE), FLOW_HANDLER_TEST_BURST: String(BURST) },
+        }),
+      );
+    }
+  }, 120_000);
+
+  afterAll(async () => {
+    await killAll(workers);
+    await svc?.close();
+    if (db) await closeTestDb(db);
+  });
+
+  it('160 calls take at least 3 s at the service, and the engines borrowed to make them', async () => {
+    const engine = new Engine({ db, env: ENV });
+    const logic: LogicVersion = uniqueLogic({ start: 'call', steps: { call: { kind: 'proxy', handler: 'test', path: '/call', next: null } } });
+    await engine.publish(logic, ENV);
+    let loans = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        const res = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM limit_allowances');
+        loans = Math.max(loans, res.rows[0]!.n);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    const ids = await Promise.all(Array.from({ length: CALLS }, async () => (await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id));
+    try {
+      await waitFor(
+        'every instance completed',
+        async () => {
+          const res = await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM workflows WHERE id = ANY($1) AND state = 'completed'`, [ids]);
+          return Number(res.rows[0]!.n) === CALLS ? true : undefined;
+        },
+        { timeoutMs: 120_000 },
+      );
+    } finally {
+      sampling = false;
+      await sampler;
+    }
+    expect(arrivals).toHaveLength(CALLS);
+    expect(loans).toBeGreaterThan(0);
+    expect(arrivals.at(-1)! - arrivals[0]!).toBeGreaterThanOrEqual(((CALLS - BURST) / RATE) * 1000 * 0.9);
+  }, 180_000);
+});
