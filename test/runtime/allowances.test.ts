@@ -146,6 +146,31 @@ describeEachDriver('loans of room', (getDb, driver) => {
     expect(await slack()).toBeNull();
   });
 
+  it('a batch is refused room a loan took since it was offered, and the bucket refills only to its burst less the loan', async () => {
+    const { engine, db, resource } = await claimed(0);
+    const rated: PermitNeed = { scope: ENV, resource, key: '', concurrency: null, rate: 100, burst: 100, workflowWide: false };
+    const capped: PermitNeed = { ...rated, resource: `${resource}c`, concurrency: 40, rate: null, burst: null };
+    expect(await asScheduler(db, (c) => lendAllowance(c, { need: rated, slots: 1, tokens: 25, ttlMs: 60_000 }))).toMatchObject({ tokens: 25 });
+    expect(await asScheduler(db, (c) => lendAllowance(c, { need: capped, slots: 8, tokens: 1, ttlMs: 60_000 }))).toMatchObject({ slots: 8 });
+    // what commit_batch() sends take_slack() for `taken` permits of a bucket offered with this cap
+    const takeSlack = (r: string, cap: number | null, taken: number) =>
+      asScheduler(db, (c) =>
+        c.query(
+          `SELECT take_slack(jsonb_build_array(jsonb_build_object('s', env_id, 'r', resource, 'k', key, 'cap', $2::int, 'rate', $3::float8, 'burst', $4::int, 'changed', limit_changed_at)), $5::jsonb)
+           FROM limit_buckets WHERE resource = $1`,
+          [r, cap, cap === null ? 100 : null, cap === null ? 100 : null, JSON.stringify(Array.from({ length: taken }, () => ({ s: ENV, r, k: '' })))],
+        ),
+      );
+    // 75 left and 25 lent: 50 ms later the bucket would hold 80, but no more than 100 - 25 while the loan stands
+    await new Promise((r) => setTimeout(r, 50));
+    await expect(takeSlack(resource, null, 76)).rejects.toMatchObject({ code: '40001' });
+    await takeSlack(resource, null, 10);
+    expect(await bucket(engine, resource)).toMatchObject({ tokens: 65, lent_tokens: 25 });
+    // a batch offered room under a cap of 7, with 8 lent since: none left
+    await expect(takeSlack(capped.resource, 7, 1)).rejects.toMatchObject({ code: '40001' });
+    await takeSlack(capped.resource, 9, 1);
+  });
+
   it('a loan its engine left to expire is taken back by the sweep, and its room offered to who waits', async () => {
     const { engine, db, ids, take, parked, resource } = await claimed(3);
     const need: PermitNeed = { scope: ENV, resource, key: '', concurrency: 4, rate: null, burst: null, workflowWide: false };
