@@ -22,6 +22,13 @@ interface Held extends Loan {
   used: boolean;
   /** False once revoked, spent, idle or lapsed: it hands out nothing more, and goes back when its calls end. */
   open: boolean;
+  /**
+   * When it lapses by this engine's clock (`performance.now()`): its TTL counted from before the
+   * statement that granted or last kept it, so never after Postgres's own expiry. An engine cut off
+   * from Postgres cannot keep its loans; past this it stops handing them out, before the sweep
+   * gives their room to another engine.
+   */
+  until: number;
 }
 
 const bucketOf = (n: PermitNeed) => `${n.scope}\u0000${n.resource}\u0000${n.key}`;
@@ -74,6 +81,7 @@ export class Allowances {
     let covered = true;
     for (const n of needs) {
       const held = this.#current.get(bucketOf(n));
+      if (held !== undefined && held.until <= performance.now()) this.#close(held);
       if (held?.open && (held.slots === null || held.inUse < held.slots) && (held.tokens === null || held.spent < held.tokens)) taken.push(held);
       else covered = false;
     }
@@ -125,15 +133,16 @@ export class Allowances {
     if ((!early && this.#current.get(bucket)?.open) || this.#asking.has(bucket) || (this.#refusedUntil.get(bucket) ?? 0) > Date.now()) return;
     this.#asking.add(bucket);
     const tokens = n.rate === null ? 1 : this.#tokens(n);
+    const until = performance.now() + this.ttlMs;
     asScheduler(this.db, (c) => lendAllowance(c, { need: n, slots: this.slots, tokens, ttlMs: this.ttlMs }))
       .then(
         (loan) => {
           if (loan === null) this.#refusedUntil.set(bucket, Date.now() + REFUSED_MS);
-          else if (this.#stopped) this.#giveBack([{ ...loan, bucket, inUse: 0, spent: 0, used: false, open: false }]);
+          else if (this.#stopped) this.#giveBack([{ ...loan, bucket, inUse: 0, spent: 0, used: false, open: false, until }]);
           else {
             const before = this.#current.get(bucket);
             if (before !== undefined) this.#close(before);
-            this.#current.set(bucket, { ...loan, bucket, inUse: 0, spent: 0, used: false, open: true });
+            this.#current.set(bucket, { ...loan, bucket, inUse: 0, spent: 0, used: false, open: true, until });
           }
         },
         (err) => {
@@ -164,7 +173,11 @@ export class Allowances {
     }
     const kept = [...this.#current.values(), ...this.#closed];
     if (kept.length === 0) return;
+    const until = performance.now() + this.ttlMs;
     const alive = await asScheduler(this.db, (c) => keepAllowances(c, kept.map((h) => h.id), this.ttlMs));
-    for (const held of kept) if (!alive.has(held.id) && held.open) this.#close(held);
+    for (const held of kept) {
+      if (alive.has(held.id)) held.until = until;
+      else if (held.open) this.#close(held);
+    }
   }
 }

@@ -1,6 +1,7 @@
 import { afterEach, expect, it } from 'vitest';
 import type { LogicVersion } from '../../contracts/index.ts';
 import type { HandlerProfile } from '../../engine/executors/handlers.ts';
+import { Allowances } from '../../engine/runtime/allowances.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
 import { claimWorkflows } from '../../engine/store/claim-workflows.ts';
 import { acquirePermits, lendAllowance, listWaiters, needsParam, type PermitNeed, returnAllowances } from '../../engine/store/permits.ts';
@@ -169,6 +170,40 @@ describeEachDriver('loans of room', (getDb, driver) => {
     // a batch offered room under a cap of 7, with 8 lent since: none left
     await expect(takeSlack(capped.resource, 7, 1)).rejects.toMatchObject({ code: '40001' });
     await takeSlack(capped.resource, 9, 1);
+  });
+
+  it('a loan its engine cannot keep lapses by the engine\'s own clock, before Postgres takes it back', async () => {
+    const db = getDb();
+    // a partition from Postgres, as this engine sees it: no connection can be had
+    const cut = { on: false };
+    const pool = new Proxy(db.pool, {
+      get(target, prop) {
+        if (prop === 'connect' && cut.on) return () => Promise.reject(new Error('partitioned from Postgres'));
+        const v = Reflect.get(target, prop, target);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const errors: unknown[] = [];
+    const allowances = new Allowances({ pool, schema: db.schema, driver: db.driver, listen: db.listen.bind(db), close: async () => {} }, 2, (e) => errors.push(e), 1200);
+    allowances.start();
+    const resource = `handler:L${crypto.randomUUID().slice(0, 8)}`;
+    const need: PermitNeed = { scope: ENV, resource, key: '', concurrency: null, rate: 1000, burst: 1000, workflowWide: false };
+    expect(allowances.allot([need])).toBeNull();
+    const inFlight = await waitFor('the loan', async () => allowances.allot([need]) ?? undefined);
+    // kept while Postgres answers: past its first 1,200 ms it still hands out
+    await new Promise((r) => setTimeout(r, 1300));
+    allowances.allot([need])!.release();
+    cut.on = true;
+    // its upkeep (every 200 ms) cannot keep it; 1,200 ms on, it hands out nothing more
+    await new Promise((r) => setTimeout(r, 1300));
+    expect(allowances.allot([need])).toBeNull();
+    expect(errors.length).toBeGreaterThan(0);
+    // Postgres still counts it lent: the engine stopped first
+    expect((await db.pool.query('SELECT lent_tokens FROM limit_buckets WHERE resource = $1', [resource])).rows[0]).toMatchObject({ lent_tokens: 250 });
+    cut.on = false;
+    inFlight.release();
+    await allowances.stop();
+    await waitFor('the loan given back', async () => ((await db.pool.query('SELECT lent_tokens FROM limit_buckets WHERE resource = $1', [resource])).rows[0]?.lent_tokens === 0 ? true : undefined));
   });
 
   it('a loan its engine left to expire is taken back by the sweep, and its room offered to who waits', async () => {
