@@ -3,13 +3,16 @@ import fastJson from 'fast-json-stringify';
 import { type ZodType, z } from 'zod';
 
 /**
- * An object's undeclared properties are left out as zod's encode leaves them out, not refused:
- * fast-json-stringify writes only declared properties anyway, but it picks a branch of a union
- * (`anyOf`) by validating against it, and `additionalProperties: false` would fail an object
- * carrying one more property than the branch declares.
+ * An object's undeclared properties are left out, as zod's encode leaves them out, except where
+ * its schema is strict (`z.strictObject`), which zod refuses them in. fast-json-stringify writes
+ * only declared properties anyway, but it picks a union's branch (`anyOf`) by validating against
+ * it, where `additionalProperties: false` would fail a plain object carrying one property more
+ * than the branch declares (an erased record's error did).
  */
-function writeDeclaredOnly({ jsonSchema }: { jsonSchema: { additionalProperties?: unknown } }): void {
-  if (jsonSchema.additionalProperties === false) delete jsonSchema.additionalProperties;
+function asZodWrites({ zodSchema, jsonSchema }: { zodSchema: unknown; jsonSchema: { additionalProperties?: unknown } }): void {
+  const def = (zodSchema as { _zod: { def: { type: string; catchall?: { _zod: { def: { type: string } } } } } })._zod.def;
+  const strict = def.catchall?._zod.def.type === 'never';
+  if (def.type === 'object' && !strict && jsonSchema.additionalProperties === false) delete jsonSchema.additionalProperties;
 }
 
 /**
@@ -24,7 +27,7 @@ function writeDeclaredOnly({ jsonSchema }: { jsonSchema: { additionalProperties?
 export const serializerCompiler: FastifySerializerCompiler<ZodType> = ({ schema }) => {
   let serialize: ((data: unknown) => string) | undefined;
   return (data) => {
-    serialize ??= fastJson(z.toJSONSchema(schema, { io: 'output', target: 'draft-7', unrepresentable: 'any', override: writeDeclaredOnly }) as never);
+    serialize ??= fastJson(z.toJSONSchema(schema, { io: 'output', target: 'draft-7', unrepresentable: 'any', override: asZodWrites }) as never);
     return serialize(data);
   };
 };

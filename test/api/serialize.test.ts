@@ -78,6 +78,13 @@ describe('answers written from their response schema', () => {
     expect(JSON.parse(out).error).toEqual({ code: 'X', message: 'm' });
   });
 
+  it('a union takes the branch zod takes: a plain object strips a property more, a strict one refuses it', () => {
+    const schema = z.object({ v: z.union([z.strictObject({ a: z.string() }), z.object({ a: z.string(), b: z.string() })]), w: z.object({ a: z.string() }).nullable() });
+    const value = { v: { a: 'x', b: 'y' }, w: { a: 'x', c: 'z' } };
+    expect(JSON.parse(compile(schema)(value))).toEqual(z.encode(schema, value));
+    expect(z.encode(schema, value)).toEqual({ v: { a: 'x', b: 'y' }, w: { a: 'x' } });
+  });
+
   it('an answer without a required property is refused, not written short', () => {
     const serialize = compile(WorkflowRecordSchema);
     const [r] = fc.sample(record, { numRuns: 1, seed: 7 });
