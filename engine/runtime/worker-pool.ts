@@ -140,6 +140,8 @@ export class WorkerPool {
   readonly #wanted = new Set<string>();
   /** Envs with a start leased over the pool's bound in progress: one at a time (reserve). */
   readonly #keptStarts = new Set<string>();
+  /** The claim out now for envs that hold nothing here (#claimKept); a timer poll waits for it. */
+  #keptClaim: Promise<unknown> | null = null;
   /** A claim found no room because a timer poll out had asked for it: look again when the poll returns. */
   #claimDeferred = false;
   /** Rung for new work (the claim loop) and for timers that may be due sooner (the timer loop). */
@@ -372,6 +374,8 @@ export class WorkerPool {
    * cost no claim; the claim loop is rung only for what was left unleased.
    */
   async #fireTimers(): Promise<Pick<FiredTimers, 'fired' | 'nextDueMs'>> {
+    // a claim out for envs holding nothing (#claimKept) is counted first: the room depends on it
+    await this.#keptClaim?.catch(() => {});
     const firers = this.#holdClaimsUntil === 0 ? 1 : TIMER_FIRERS;
     const room = this.#stopping ? 0 : this.#room();
     this.#firing++;
@@ -439,10 +443,24 @@ export class WorkerPool {
    * weights, so each env's first instance comes first.
    */
   async #claimKept(): Promise<number> {
+    // a timer poll out may be leasing these envs' instances, and the pool counts them only when it
+    // returns: asked again then (claimed beside it, an env's first instance went over the bound)
+    if (this.#firing > 0) {
+      this.#claimDeferred = true;
+      return 0;
+    }
     const envs = [...this.#wanted].filter((env) => !this.#heldByEnv.has(env));
     this.#wanted.clear();
     if (envs.length === 0) return 0;
-    const claimed = await claimWorkflows(this.db.pool, { limit: envs.length, leaseMs: this.leaseMs, envs });
+    // and a timer poll waits for it (#fireTimers), so the two never lease the same env's first at once
+    const claiming = claimWorkflows(this.db.pool, { limit: envs.length, leaseMs: this.leaseMs, envs });
+    this.#keptClaim = claiming;
+    let claimed: Stored[];
+    try {
+      claimed = await claiming;
+    } finally {
+      this.#keptClaim = null;
+    }
     this.#take(claimed);
     return claimed.length;
   }

@@ -16,6 +16,15 @@ const logic = makeLogic({ logicId: 'claims.gate', start: 's0', steps: { s0: { ki
 // finished used to ring the claim loop, and each ring cost a claim_workflows round trip, found work
 // or not; every instance in flight kept a heartbeat timer of its own, one write transaction each.
 describeEachDriver('a worker pool claims for work and beats once for all its leases', (getDb) => {
+  /**
+   * Ends what a test left unfinished (it failed, or stopped its engine first): the tests share a
+   * schema, and the next test's engine would run those instances and count them as its own.
+   */
+  const endLeftOver = (ids: string[]) =>
+    asScheduler(getDb(), (c) =>
+      c.query(`UPDATE workflows SET state = 'cancelled', lease_token = NULL, lease_expires_at = NULL, run_at = 'infinity' WHERE id = ANY($1) AND state <> 'completed'`, [ids]),
+    );
+
   it('instances finishing together send no claim when the last claim came back short', async () => {
     const N = 8;
     const { svc, open } = await gatedService('/gate');
@@ -33,6 +42,10 @@ describeEachDriver('a worker pool claims for work and beats once for all its lea
     for (let i = 0; i < N; i++) await engine.start({ logicId: logic.logicId, input: {} });
     await engine.workers.start();
     while (svc.calls('/gate').length < N) await tick();
+    // the starts' notice (flow_work) rings the claim loop whenever it arrives: on a loaded box, it
+    // came after the counting began (one claim counted, in a full run of the suites)
+    await new Promise((r) => setTimeout(r, 300));
+    for (let i = 0; i < 20; i++) await tick();
 
     let claims = 0;
     const query = db.pool.query.bind(db.pool);
@@ -151,8 +164,89 @@ describeEachDriver('a worker pool claims for work and beats once for all its lea
       open();
       await engine.close();
       await svc.close();
+      await endLeftOver(ids);
     }
   });
+  /**
+   * Six instances of one env parked on a timer that has fallen due, and a pool of two executors
+   * holding nothing of that env, whose claim for it (room kept for every env) and whose timer poll
+   * are out together, in the order `race` arranges: it sends each statement (`send`) and answers
+   * it, and may ask for room for the env as a start or a notice would (`wakeEnv`). Returns how many
+   * instances the pool then leased: two executors and as many again in reserve.
+   */
+  async function keptClaimBesidePoll(
+    env: string,
+    race: (name: string, send: () => Promise<unknown>, wakeEnv: () => void) => Promise<unknown>,
+    /** The timers fall due once the pool runs, found by its own poll (every 200 ms), not at its start. */
+    dueLater = false,
+  ) {
+    const { svc, open } = await gatedService('/gate');
+    const db = getDb();
+    const delayed = makeLogic({
+      logicId: `claims.${env}`,
+      start: 'wait',
+      steps: { wait: { kind: 'delay', duration: 'PT10M', next: 'gate' }, gate: { kind: 'proxy', path: '/gate' } },
+    });
+    const engine = new Engine({ db, env, executors: { handlers: new Map([['TEST', { url: svc.url }]]) }, worker: { concurrency: 2, pollMs: dueLater ? 200 : 600_000 } });
+    await engine.publish(delayed, env);
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) ids.push((await engine.start({ logicId: delayed.logicId, input: {}, env })).id);
+    if (!dueLater) await asScheduler(db, (c) => advanceClock(c, 11 * 60_000));
+    const query = db.pool.query.bind(db.pool);
+    db.pool.query = ((...args: Parameters<typeof query>) =>
+      race((args[0] as { name?: string }).name ?? '', () => query(...args) as unknown as Promise<unknown>, () => engine.workers.wake(env))) as typeof db.pool.query;
+    try {
+      await engine.workers.start();
+      if (dueLater) {
+        // after the claims at the pool's start, which found nothing due
+        await new Promise((r) => setTimeout(r, 100));
+        await asScheduler(db, (c) => advanceClock(c, 11 * 60_000));
+      }
+      await waitFor('four leased', async () => (engine.workers.inflight >= 4 ? true : undefined));
+      for (let i = 0; i < 20; i++) await tick();
+      await new Promise((r) => setTimeout(r, 400));
+      return (await query<{ n: number }>(`SELECT count(*)::int AS n FROM workflows WHERE id = ANY($1) AND lease_token IS NOT NULL`, [ids])).rows[0]!.n;
+    } finally {
+      db.pool.query = query as typeof db.pool.query;
+      open();
+      await engine.close();
+      await svc.close();
+      await endLeftOver(ids);
+    }
+  }
+
+  it('an env holding nothing is not claimed for while a timer poll out may be leasing its instances', async () => {
+    // the poll that leased comes back late: its firing and leases committed, not yet counted by
+    // the pool, when room is asked for the env
+    const leased = await keptClaimBesidePoll(
+      'kept-poll-first',
+      async (name, send, wakeEnv) => {
+        const res = await send();
+        if (name === 'flow_fire_timers' && (res as { rows: { id: string | null }[] }).rows.some((r) => r.id !== null)) {
+          wakeEnv();
+          await new Promise((r) => setTimeout(r, 300));
+        }
+        return res;
+      },
+      true,
+    );
+    expect(leased).toBe(4);
+  });
+
+  it('a timer poll waits for a claim out for an env holding nothing', async () => {
+    // the claim at the pool's start is slow to reach Postgres: a poll sent meanwhile would fire
+    // and lease before it, and the claim then take one of the instances fired beyond the poll's room
+    let first = true;
+    const leased = await keptClaimBesidePoll('kept-claim-first', async (name, send) => {
+      if (name === 'flow_claim' && first) {
+        first = false;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      return send();
+    });
+    expect(leased).toBe(4);
+  });
+
   it('a timer poll leases the instances it wakes, as many as the pool has room for: fired and leased in one row version', async () => {
     const db = getDb();
     const delayed = makeLogic({
