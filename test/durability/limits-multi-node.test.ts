@@ -19,6 +19,16 @@ const ENV = 'limits-multi';
 const INSTANCES = 90;
 const KEYS = 6;
 
+/**
+ * Starts three `s8flow start` processes of 4 executors on the test's schema, handler `test` at the
+ * service, with these limits, into `nodes` one by one (killed after, even when a later one fails to start).
+ */
+async function startThreeNodes(nodes: WorkerProcess[], db: Db, svc: FakeService, limits: Record<string, string>): Promise<void> {
+  for (let i = 0; i < 3; i++) {
+    nodes.push(await WorkerProcess.start({ databaseUrl: DATABASE_URL!, schema: db.schema, env: ENV, handlerUrl: svc.url, concurrency: 4, extraEnv: limits }));
+  }
+}
+
 describe.skipIf(!DATABASE_URL)('limits across three engine processes', () => {
   let db: Db;
   let svc: FakeService;
@@ -44,18 +54,7 @@ describe.skipIf(!DATABASE_URL)('limits across three engine processes', () => {
         return { status: 200, body: { ok: true } };
       })
       .listen();
-    for (let i = 0; i < 3; i++) {
-      workers.push(
-        await WorkerProcess.start({
-          databaseUrl: DATABASE_URL!,
-          schema: db.schema,
-          env: ENV,
-          handlerUrl: svc.url,
-          concurrency: 4,
-          extraEnv: { FLOW_HANDLER_TEST_CONCURRENCY: '3' },
-        }),
-      );
-    }
+    await startThreeNodes(workers, db, svc, { FLOW_HANDLER_TEST_CONCURRENCY: '3' });
   }, 120_000);
 
   afterAll(async () => {
@@ -131,18 +130,7 @@ describe.skipIf(!DATABASE_URL)('a rate lent to three engine processes', () => {
         return { status: 200, body: { ok: true } };
       })
       .listen();
-    for (let i = 0; i < 3; i++) {
-      workers.push(
-        await WorkerProcess.start({
-          databaseUrl: DATABASE_URL!,
-          schema: db.schema,
-          env: ENV,
-          handlerUrl: svc.url,
-          concurrency: 4,
-          extraEnv: { FLOW_HANDLER_TEST_RATE: String(RATE), FLOW_HANDLER_TEST_BURST: String(BURST) },
-        }),
-      );
-    }
+    await startThreeNodes(workers, db, svc, { FLOW_HANDLER_TEST_RATE: String(RATE), FLOW_HANDLER_TEST_BURST: String(BURST) });
   }, 120_000);
 
   afterAll(async () => {

@@ -1,5 +1,4 @@
 import { afterEach, expect, it } from 'vitest';
-import type { LogicVersion } from '../../contracts/index.ts';
 import type { HandlerProfile } from '../../engine/executors/handlers.ts';
 import { Allowances } from '../../engine/runtime/allowances.ts';
 import { Engine } from '../../engine/runtime/engine.ts';
@@ -8,7 +7,7 @@ import { acquirePermits, lendAllowance, listWaiters, needsParam, type PermitNeed
 import { asScheduler } from '../../engine/store/tx.ts';
 import { CountingService } from '../support/counting-service.ts';
 import { closeTestDb, describeEachDriver, openTestDb } from '../support/db.ts';
-import { uniqueLogic } from '../support/engine.ts';
+import { callChain } from '../support/engine.ts';
 import { waitFor } from '../support/store-checks.ts';
 
 /**
@@ -17,15 +16,6 @@ import { waitFor } from '../support/store-checks.ts';
  * loan takes no permit in the database for the attempts it covers.
  */
 const ENV = 'loans';
-
-/** `n` proxy steps in a row, each a call to handler `svc`. */
-const chainLogic = (n: number): LogicVersion =>
-  uniqueLogic({
-    start: 's0',
-    steps: Object.fromEntries(
-      Array.from({ length: n }, (_, i) => [`s${i}`, { kind: 'proxy', handler: 'svc', path: '/call', input: 'input', next: i + 1 < n ? `s${i + 1}` : null }]),
-    ) as never,
-  });
 
 describeEachDriver('loans of room', (getDb, driver) => {
   const open: { engine: Engine; svc: CountingService }[] = [];
@@ -62,7 +52,7 @@ describeEachDriver('loans of room', (getDb, driver) => {
   async function claimed(n: number) {
     const { engine } = await engineWith(undefined);
     const db = engine.db;
-    const logic = chainLogic(1);
+    const logic = callChain(1);
     await engine.publish(logic, ENV);
     const ids: string[] = [];
     for (let i = 0; i < n; i++) ids.push((await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id);
@@ -223,7 +213,7 @@ describeEachDriver('loans of room', (getDb, driver) => {
 
   it('an engine with a loan takes no permit in the database for the attempts it covers, and gives the loan back at stop', async () => {
     const { svc, engine } = await engineWith({ concurrency: 1000, rate: 100_000, burst: 100_000 });
-    const logic = chainLogic(5);
+    const logic = callChain(5);
     await engine.publish(logic, ENV);
     await engine.workers.start();
     // the first instance's attempts ask for the loan
@@ -258,7 +248,7 @@ describeEachDriver('loans of room', (getDb, driver) => {
     const a = engineOn(svcA, 4);
     const c = engineOn(svcC, 40);
     try {
-      const logic = chainLogic(1);
+      const logic = callChain(1);
       await a.publish(logic, ENV);
       const start = (e: Engine) => e.start({ env: ENV, logicId: logic.logicId, input: {} }).then((r) => r.id);
       svcA.hold();
@@ -300,7 +290,7 @@ describeEachDriver('loans of room', (getDb, driver) => {
 
   it('a limit lowered while attempts run under a loan: the loan hands out nothing more, and the lower limit holds', async () => {
     const { svc, engine } = await engineWith({ concurrency: 1000, rate: null, burst: null });
-    const logic = chainLogic(3);
+    const logic = callChain(3);
     await engine.publish(logic, ENV);
     await engine.workers.start();
     const first = (await engine.start({ env: ENV, logicId: logic.logicId, input: {} })).id;

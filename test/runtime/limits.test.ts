@@ -7,7 +7,7 @@ import { acquirePermits, listWaiters, putOverride } from '../../engine/store/per
 import type { Stored } from '../../engine/store/rows.ts';
 import { asScheduler, type Queryable } from '../../engine/store/tx.ts';
 import { describeEachDriver } from '../support/db.ts';
-import { uniqueLogic } from '../support/engine.ts';
+import { callChain, uniqueLogic } from '../support/engine.ts';
 import { CountingService } from '../support/counting-service.ts';
 import { waitFor } from '../support/store-checks.ts';
 
@@ -110,15 +110,6 @@ describeEachDriver('limits', (getDb, driver) => {
     expect(Number(runs.rows[0]!.n)).toBe(10);
   });
 
-  /** `n` proxy steps in a row, each a call to the limited handler. */
-  const chainLogic = (n: number): LogicVersion =>
-    uniqueLogic({
-      start: 's0',
-      steps: Object.fromEntries(
-        Array.from({ length: n }, (_, i) => [`s${i}`, { kind: 'proxy', handler: 'svc', path: '/call', input: 'input', next: i + 1 < n ? `s${i + 1}` : null }]),
-      ) as never,
-    });
-
   /** Counts the lone acquire_permits() statements the engine sends (the ones not riding in a commit). */
   function countAcquires(engine: Engine): () => number {
     let n = 0;
@@ -134,7 +125,7 @@ describeEachDriver('limits', (getDb, driver) => {
   it('a chain takes the permits of every attempt in a batched commit: none in a statement of its own', async () => {
     const { svc, engine } = await setup({ concurrency: 100, rate: null, burst: null });
     const acquires = countAcquires(engine);
-    const logic = chainLogic(4);
+    const logic = callChain(4);
     await engine.publish(logic, ENV);
     await engine.workers.start();
     const ids: string[] = [];
@@ -163,7 +154,7 @@ describeEachDriver('limits', (getDb, driver) => {
     // room to spare, but too little to lend an engine of 8 executors (allowances.ts): the permit is a row
     const { svc, engine } = await setup({ concurrency: 20, rate: null, burst: null });
     const writes = await notePermitWrites(engine);
-    const logic = chainLogic(4);
+    const logic = callChain(4);
     await engine.publish(logic, ENV);
     await engine.workers.start();
     const id = (await engine.start({ env: ENV, logicId: logic.logicId, input: { key: 'k' } })).id;
@@ -213,7 +204,7 @@ describeEachDriver('limits', (getDb, driver) => {
 
   it('a chain of calls under a cap of 2: never more than 2 in flight, though each next attempt takes its permit in a commit', async () => {
     const { svc, engine } = await setup({ concurrency: 2, rate: null, burst: null }, { pollMs: 3_600_000 });
-    const logic = chainLogic(3);
+    const logic = callChain(3);
     await engine.publish(logic, ENV);
     await engine.workers.start();
     const ids: string[] = [];
@@ -244,7 +235,7 @@ describeEachDriver('limits', (getDb, driver) => {
 
   it('a limit lowered at runtime holds for chains already running: a permit kept under the lease is counted again', async () => {
     const { svc, engine } = await setup({ concurrency: 2, rate: null, burst: null }, { pollMs: 3_600_000 });
-    const logic = chainLogic(5);
+    const logic = callChain(5);
     await engine.publish(logic, ENV);
     svc.hold();
     await engine.workers.start();
@@ -268,7 +259,7 @@ describeEachDriver('limits', (getDb, driver) => {
 
   it('a chain that keeps its permit under the lease yields it to one waiting: the waiter goes next, not after the chain', async () => {
     const { svc, engine } = await setup({ concurrency: 1, rate: null, burst: null }, { pollMs: 3_600_000 });
-    const chain = chainLogic(5);
+    const chain = callChain(5);
     const single = callLogic();
     await engine.publish(chain, ENV);
     await engine.publish(single, ENV);
@@ -288,7 +279,7 @@ describeEachDriver('limits', (getDb, driver) => {
     const { svc, engine } = await setup({ concurrency: 100, rate: 5, burst: 1 });
     // the configured limit, not an override an earlier test of this store left
     await asScheduler(engine.db, (c) => putOverride(c, { scope: '*', resource: 'handler:SVC', limit: null, actor: 'test' }));
-    const logic = chainLogic(6);
+    const logic = callChain(6);
     await engine.publish(logic, ENV);
     await engine.workers.start();
     const id = (await engine.start({ env: ENV, logicId: logic.logicId, input: { key: 'k' } })).id;

@@ -41,3 +41,13 @@ let counter = 0;
 export function uniqueLogic(parts: Omit<Partial<LogicVersion>, 'logicId'> & Pick<LogicVersion, 'steps' | 'start'>): LogicVersion {
   return makeLogic({ ...parts, logicId: `t.flow${++counter}` });
 }
+
+/** `n` proxy steps in a row, each a POST of the instance's input to handler `svc` at `/call`. */
+export function callChain(n: number): LogicVersion {
+  return uniqueLogic({
+    start: 's0',
+    steps: Object.fromEntries(
+      Array.from({ length: n }, (_, i) => [`s${i}`, { kind: 'proxy', handler: 'svc', path: '/call', input: 'input', next: i + 1 < n ? `s${i + 1}` : null }]),
+    ) as never,
+  });
+}
