@@ -47,7 +47,7 @@ import { type Delivery, Messages } from './messages.ts';
 import { DEFAULT_MESSAGE_BUFFER_MAX } from '../core/messages.ts';
 import type { DeliveryAnswer } from '../store/messages.ts';
 import type { Instance } from '../core/instance.ts';
-import { type WorkerOptions, WorkerPool } from './worker-pool.ts';
+import { DEFAULT_CONCURRENCY, type WorkerOptions, WorkerPool } from './worker-pool.ts';
 import { WorkAnnouncer } from './work-announcer.ts';
 import { Batcher } from './batcher.ts';
 import { insertPinned, insertPinnedBatch, type PinnedParams, type PinnedRow } from '../store/insert-workflow.ts';
@@ -292,7 +292,7 @@ export class Engine {
       ...(opts.throttleBudgetMs === undefined ? {} : { throttleBudgetMs: opts.throttleBudgetMs }),
     };
     const circuits = opts.circuits === undefined ? undefined : new Circuits(opts.db, opts.circuits, this.log);
-    this.permits = new Permits(opts.db, handlers, (err) => observer.onError?.(null, err), opts.permitSweepMs, 2 * (opts.worker?.concurrency ?? 16));
+    this.permits = new Permits(opts.db, handlers, (err) => observer.onError?.(null, err), opts.permitSweepMs, 2 * (opts.worker?.concurrency ?? DEFAULT_CONCURRENCY));
     this.workers = new WorkerPool(opts.db, this.logics, executors, this.tokens, observer, { ...opts.worker, ...(circuits ? { circuits } : {}) }, limits, this.permits);
     this.ops = new Operations(
       opts.db,

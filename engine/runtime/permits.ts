@@ -72,7 +72,7 @@ export class Permits {
     /** How often the sweep runs (0: never; tests show wake-ups need no sweep). */
     private readonly sweepMs = SWEEP_MS,
     /** The slots a loan asks for: the most instances the worker pool holds at once, with their permits (twice its executors). */
-    slots = 32,
+    slots: number,
   ) {
     this.#allowances = new Allowances(db, slots, onError);
     for (const [name, p] of handlers) {

@@ -55,6 +55,9 @@ export interface StartLease {
   release(): void;
 }
 
+/** Executors of a pool not told otherwise (`WorkerOptions.concurrency`). */
+export const DEFAULT_CONCURRENCY = 16;
+
 export interface WorkerOptions {
   /**
    * Attempts executed at once by this process: the bound of the pool. The pool holds up to
@@ -174,7 +177,7 @@ export class WorkerPool {
     /** The permits limited calls and keys need (permits.ts); none: nothing is limited. */
     private readonly permits: Permits | null = null,
   ) {
-    this.concurrency = opts.concurrency ?? 16;
+    this.concurrency = opts.concurrency ?? DEFAULT_CONCURRENCY;
     this.leaseMs = opts.leaseMs ?? 30_000;
     this.pollMs = opts.pollMs ?? 250;
     this.timeoutCaps = opts.timeoutCaps ?? DEFAULT_TIMEOUT_CAPS;
