@@ -56,11 +56,15 @@ async function freshEngine(serviceUrl: string, concurrency: number, observer?: T
   return { db, engine: engineOn(db, serviceUrl, concurrency, observer) };
 }
 
+/**
+ * An engine as `s8flow start` runs it: it polls at its own interval (250 ms). Work reaches it by
+ * wake-ups; a shorter poll only adds idle statements that land between a lone workflow's steps.
+ */
 function engineOn(db: Db, serviceUrl: string, concurrency: number, observer?: TransitionObserver): Engine {
   return new Engine({
     db,
     executors: { handlers: new Map([['BENCH', { url: serviceUrl }]]) },
-    worker: { concurrency, pollMs: 20 },
+    worker: { concurrency },
     ...(observer ? { observer } : {}),
   });
 }

@@ -218,7 +218,7 @@ async function engineSide(serviceUrl: string, counter: PgCounter): Promise<Side>
   const schema = `bench_anchor_${Date.now()}`;
   const open = async (watch: Watch) => {
     const db = await openDb(url!, { schema, poolSize: ENGINE_CONCURRENCY + 8 });
-    const engine = new Engine({ db, executors: { handlers: new Map([['BENCH', { url: serviceUrl }]]) }, worker: { concurrency: ENGINE_CONCURRENCY, pollMs: 20 }, observer: watch });
+    const engine = new Engine({ db, executors: { handlers: new Map([['BENCH', { url: serviceUrl }]]) }, worker: { concurrency: ENGINE_CONCURRENCY }, observer: watch });
     await engine.workers.start();
     return { db, engine };
   };
