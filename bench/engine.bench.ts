@@ -259,7 +259,9 @@ async function round(counter: PgCounter, serviceUrl: string): Promise<Round> {
   put('solo', await solo());
   r['solo.target'] = r['commit1.p50']! + r['http1.p50']! + 0.3;
   r['solo.vsTarget'] = r['solo.p50']! / r['solo.target']!;
-  r['solo.e2eTarget'] = r['httpCommit1.p50']! + 0.3;
+  // from start() the serial floor commits the start before the first call: one 1-client commit,
+  // then a call and a commit a step; a tenth of that start commit falls to each step
+  r['solo.e2eTarget'] = r['httpCommit1.p50']! + r['commit1.p50']! / STEPS + 0.3;
   r['solo.e2eVsTarget'] = r['solo.e2e']! / r['solo.e2eTarget']!;
   // the start's own commit, then the call: what a poll-free path cannot beat
   r['solo.firstCallFloor'] = r['commit1.p50']!;
@@ -334,7 +336,7 @@ function table(m: (key: string) => number, others: GoalRow[]): string {
       '1',
       `p50 ${fmt(m('solo.e2e'), 2)} ms/step`,
       ...none,
-      `${fmt(m('solo.e2eVsTarget'), 2)} of the serial floor ${fmt(m('httpCommit1.p50'), 2)} + 0.3 = ${fmt(m('solo.e2eTarget'), 2)} ms`,
+      `${fmt(m('solo.e2eVsTarget'), 2)} of the serial floor, the start's commit included: ${fmt(m('httpCommit1.p50'), 2)} + ${fmt(m('commit1.p50'), 2)} / ${STEPS} + 0.3 = ${fmt(m('solo.e2eTarget'), 2)} ms`,
       verdict('≤ 1.00 of target', m('solo.e2eVsTarget') <= 1, fmt(m('solo.e2eVsTarget'), 2)),
     ],
     [
