@@ -286,7 +286,7 @@ BEGIN
       WHERE w.env_id = l.env_id AND w.priority = l.priority
         AND (w.state IN ('pending', 'compensating') OR (w.state = 'waiting' AND w.wakes IS NOT NULL))
         AND w.run_at <= statement_timestamp()
-        AND (w.lease_expires_at IS NULL OR w.lease_expires_at < statement_timestamp())
+        AND (w.lease_expires_at IS NULL OR w.lease_expires_at <= statement_timestamp())
       ORDER BY w.run_at LIMIT lim
       FOR NO KEY UPDATE SKIP LOCKED
     ) d
@@ -302,12 +302,12 @@ BEGIN
     SELECT w.id FROM workflows w
     WHERE w.id IN (SELECT q.workflow_id FROM permit_waiters q WHERE q.kind = 'concurrency' AND q.woken_at IS NOT NULL)
       AND (envs IS NULL OR w.env_id = ANY(envs))
-      AND w.state = 'processing' AND w.lease_token IS NULL AND w.lease_expires_at < statement_timestamp()
+      AND w.state = 'processing' AND w.lease_token IS NULL AND w.lease_expires_at <= statement_timestamp()
     ORDER BY w.lease_expires_at LIMIT lim
     FOR NO KEY UPDATE SKIP LOCKED
   ), orphaned AS (
     SELECT id FROM workflows
-    WHERE state = 'processing' AND lease_expires_at < statement_timestamp()
+    WHERE state = 'processing' AND lease_expires_at <= statement_timestamp()
       AND (envs IS NULL OR env_id = ANY(envs))
     ORDER BY lease_expires_at LIMIT lim
     FOR NO KEY UPDATE SKIP LOCKED

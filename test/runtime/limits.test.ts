@@ -406,6 +406,22 @@ describeEachDriver('limits', (getDb, driver) => {
     expect(first!.instance.id).toBe(b);
   });
 
+  it('a waiter is claimable at the instant it is woken: a claim in that same instant takes it', async () => {
+    const { db, ids } = await idle(2);
+    const [a, b] = ids as [string, string];
+    const need = { scope: ENV, resource: `test:instant:${crypto.randomUUID()}`, key: '', concurrency: 1, rate: null, burst: null, workflowWide: false };
+    const held = new Map((await claimWorkflows(db.pool, { limit: 10, leaseMs: 60_000 })).map((s) => [s.instance.id, s]));
+    const take = (id: string) => acquirePermits(db.pool, { id, token: held.get(id)!.leaseToken!, rowVersion: held.get(id)!.rowVersion, needs: [need] });
+    expect((await take(a)).wait).toBeNull();
+    expect((await take(b)).wait).not.toBeNull();
+    await asScheduler(db, (c) => c.query(`UPDATE workflows SET row_version = row_version + 1, lease_token = NULL, state = 'completed' WHERE id = $1`, [a]));
+    // a's release wakes b, and a claim follows in the same instant: one message is one
+    // statement_timestamp(), as two statements within one tick of PGlite's millisecond clock are
+    const both = (await db.pool.query(`SELECT release_permits('${a}'::uuid, true) AS n; SELECT (c.wf).id FROM claim_workflows(10, 60000) c`)) as unknown as { rows: { n?: number; id?: string }[] }[];
+    expect(both[0]!.rows[0]!.n).toBe(1);
+    expect(both[1]!.rows.map((r) => r.id)).toContain(b);
+  });
+
   it("a holder that dies keeps no permit: once its lease has expired the next waiter is woken and takes it", async () => {
     const { db, engine, start } = await idle(0);
     const a = await start();
