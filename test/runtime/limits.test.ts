@@ -388,14 +388,20 @@ describeEachDriver('limits', (getDb, driver) => {
     expect(waits.map((w) => w === null)).toEqual([true, true, false, false]);
   });
 
-  it('a waiter woken for room is claimed before newcomers, however long they have been due', async () => {
+  /** Two instances claimed by hand on a resource of cap 1: `a` holds its permit, `b` waits in line for it. */
+  async function oneHoldsOneWaits() {
     const { db, engine, ids, start } = await idle(2);
     const [a, b] = ids as [string, string];
-    const need = { scope: ENV, resource: `test:woken:${crypto.randomUUID()}`, key: '', concurrency: 1, rate: null, burst: null, workflowWide: false };
+    const need = { scope: ENV, resource: `test:line:${crypto.randomUUID()}`, key: '', concurrency: 1, rate: null, burst: null, workflowWide: false };
     const held = new Map((await claimWorkflows(db.pool, { limit: 10, leaseMs: 60_000 })).map((s) => [s.instance.id, s]));
     const take = (id: string) => acquirePermits(db.pool, { id, token: held.get(id)!.leaseToken!, rowVersion: held.get(id)!.rowVersion, needs: [need] });
     expect((await take(a)).wait).toBeNull();
     expect((await take(b)).wait).not.toBeNull();
+    return { db, engine, start, a, b };
+  }
+
+  it('a waiter woken for room is claimed before newcomers, however long they have been due', async () => {
+    const { db, engine, start, a, b } = await oneHoldsOneWaits();
     // a backlog due for an hour
     const newcomers = await Promise.all([0, 1, 2].map(start));
     await asScheduler(db, (c) => c.query(`UPDATE workflows SET run_at = now() - interval '1 hour' WHERE id = ANY($1)`, [newcomers]));
@@ -407,13 +413,7 @@ describeEachDriver('limits', (getDb, driver) => {
   });
 
   it('a waiter is claimable at the instant it is woken: a claim in that same instant takes it', async () => {
-    const { db, ids } = await idle(2);
-    const [a, b] = ids as [string, string];
-    const need = { scope: ENV, resource: `test:instant:${crypto.randomUUID()}`, key: '', concurrency: 1, rate: null, burst: null, workflowWide: false };
-    const held = new Map((await claimWorkflows(db.pool, { limit: 10, leaseMs: 60_000 })).map((s) => [s.instance.id, s]));
-    const take = (id: string) => acquirePermits(db.pool, { id, token: held.get(id)!.leaseToken!, rowVersion: held.get(id)!.rowVersion, needs: [need] });
-    expect((await take(a)).wait).toBeNull();
-    expect((await take(b)).wait).not.toBeNull();
+    const { db, a, b } = await oneHoldsOneWaits();
     await asScheduler(db, (c) => c.query(`UPDATE workflows SET row_version = row_version + 1, lease_token = NULL, state = 'completed' WHERE id = $1`, [a]));
     // a's release wakes b, and a claim follows in the same instant: one message is one
     // statement_timestamp(), as two statements within one tick of PGlite's millisecond clock are
